@@ -1,0 +1,195 @@
+"""The `blueprint` command line: `blueprint verify FILE`, `blueprint run FILE`.
+
+Exit codes: 0 the blueprint is sound, 1 it has problems (errors, or warnings with --strict),
+2 usage or I/O error. No traceback reaches the user: anything unexpected is one line on stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from .loader import BlueprintError, BlueprintReadError, load_blueprint
+from .model import Blueprint
+from .verify import Problem
+from .verify import verify as verify_blueprint
+
+EXIT_SOUND, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+
+app = typer.Typer(
+    name="blueprint",
+    help="Verify and run Streamlets on Spark applications described by a blueprint file.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """Verify and run Streamlets on Spark applications described by a blueprint file."""
+    # A callback keeps `verify` a subcommand (typer would otherwise make a lone command the root).
+
+
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+@app.command()
+def verify(
+    file: Path = typer.Argument(..., metavar="FILE", help="the blueprint file (YAML)", show_default=False),
+    format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="text for people, json for tools"),
+    strict: bool = typer.Option(False, "--strict", help="warnings fail the verification too"),
+) -> None:
+    """Check that classes load, ports connect and each topic's schemas are compatible.
+
+    Streamlet class paths (module.Class) resolve against the blueprint's folder.
+    """
+    try:
+        code = _verify(file, format, strict)
+    except Exception as e:  # a bug of ours: one line, no traceback
+        print(f"error: internal error while verifying {file}: {type(e).__name__}: {e}", file=sys.stderr)
+        code = EXIT_USAGE
+    raise typer.Exit(code)
+
+
+@app.command()
+def run(
+    file: Path = typer.Argument(..., help="the blueprint file (YAML)", show_default=False),
+    config: Path | None = typer.Option(None, "--config", "-c", help="run config file (HOCON, YAML or JSON): "
+                                       "streamlets.<name>.config-parameters|volume-mounts|spark"),
+    overrides: list[str] = typer.Argument(None, help="key=value settings on top of the config file, e.g. "
+                                          "streamlets.stats.config-parameters.watermark-delay=2h", show_default=False),
+    state_dir: Path | None = typer.Option(None, "--state-dir", help="checkpoints, Kafka data and logs "
+                                          "[default: .streamlets/<app id>]"),
+    kafka: str | None = typer.Option(None, "--kafka", help="HOST:PORT of an external Kafka broker instead of the embedded one"),
+    exit_when_done: bool = typer.Option(False, "--exit-when-done", help="stop once all input is processed"),
+    idle_seconds: float = typer.Option(5.0, "--idle-seconds", help="with --exit-when-done: quiet seconds that mean done"),
+    trigger: str = typer.Option("1 second", "--trigger", help="micro-batch interval (Spark processingTime trigger); 0 for as fast as possible"),
+    timeout: float | None = typer.Option(None, "--timeout", help="stop after this many seconds"),
+    fresh: bool = typer.Option(False, "--fresh", help="delete the state folder first (start from scratch)"),
+) -> None:
+    """Run the whole application locally: a real Kafka broker, local Spark, checkpoints under the
+    state folder (a second run resumes). Ctrl-C stops cleanly."""
+    try:
+        code = _run(file, config, overrides or [], state_dir, kafka, exit_when_done, idle_seconds, trigger, timeout, fresh)
+    except KeyboardInterrupt:
+        code = 130
+    except Exception as e:  # a bug of ours or an unexpected environment problem: one line, no traceback
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        code = EXIT_USAGE
+    raise typer.Exit(code)
+
+
+def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path | None, kafka: str | None,
+         exit_when_done: bool, idle_seconds: float, trigger: str, timeout: float | None, fresh: bool) -> int:
+    import shutil
+
+    from .loader import import_streamlets
+    from .sandbox.kafka_broker import BrokerError
+    from .sandbox.run import Sandbox, SandboxError, SandboxOptions
+
+    try:
+        blueprint = load_blueprint(file)
+    except BlueprintError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(e, BlueprintReadError) else EXIT_PROBLEMS
+    if config is not None and not config.is_file():
+        print(f"error: run config file {config} does not exist", file=sys.stderr)
+        return EXIT_USAGE
+    with contextlib.redirect_stdout(sys.stderr):
+        classes = import_streamlets(blueprint)
+        problems = verify_blueprint(blueprint, classes)
+    errors = [p for p in problems if p.severity == "error"]
+    if errors:
+        _print_text(file, blueprint, problems, len(errors), len(problems) - len(errors), True)
+        print("error: the blueprint is not sound; nothing was started", file=sys.stderr)
+        return EXIT_PROBLEMS
+    options = SandboxOptions(state_dir=state_dir, config_file=config, overrides=overrides, kafka=kafka,
+                             exit_when_done=exit_when_done, idle_seconds=idle_seconds,
+                             trigger=None if trigger.strip() in ("0", "0s", "") else trigger, timeout=timeout)
+    sandbox = Sandbox(blueprint, classes, options)
+    if fresh and sandbox.state_dir.exists():
+        shutil.rmtree(sandbox.state_dir)
+    try:
+        return sandbox.run()
+    except (SandboxError, BrokerError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_PROBLEMS
+
+
+def _verify(file: Path, fmt: OutputFormat, strict: bool) -> int:
+    blueprint: Blueprint | None = None
+    try:
+        blueprint = load_blueprint(file)
+    except BlueprintReadError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except BlueprintError as e:  # the file is there but is no blueprint: a problem like any other
+        problems = [Problem(severity="error", code="invalid-blueprint", message=e.message, file=str(file),
+                            line=e.line, column=e.column)]
+    else:
+        # Streamlet modules may print while importing: keep stdout for the report.
+        with contextlib.redirect_stdout(sys.stderr):
+            problems = verify_blueprint(blueprint)
+    errors = sum(p.severity == "error" for p in problems)
+    warnings = len(problems) - errors
+    failed = errors > 0 or (strict and warnings > 0)
+    if fmt is OutputFormat.json:
+        print(json.dumps({
+            "file": str(file),
+            "app_id": blueprint.app_id if blueprint else None,
+            "sound": not failed,
+            "errors": errors,
+            "warnings": warnings,
+            "problems": [p.model_dump() for p in problems],
+        }, indent=2))
+    else:
+        _print_text(file, blueprint, problems, errors, warnings, failed)
+    return EXIT_PROBLEMS if failed else EXIT_SOUND
+
+
+_STYLE = {"error": "bold red", "warning": "bold yellow"}
+
+
+def _print_text(file: Path, blueprint: Blueprint | None, problems: list[Problem],
+                errors: int, warnings: int, failed: bool) -> None:
+    # rich colours only when stdout is a terminal; soft_wrap keeps one problem per line for grep.
+    console = Console(highlight=False, soft_wrap=True)
+    for severity in ("error", "warning"):
+        for p in (p for p in problems if p.severity == severity):
+            where = ":".join(str(x) for x in (p.file, p.line, p.column) if x is not None)
+            line = Text.assemble((where, "bold"), ": ", (severity, _STYLE[severity]), ": ", p.message)
+            if p.hint:
+                line.append(f" (hint: {p.hint})", style="dim")
+            console.print(line)
+    counts = ", ".join(_count(n, word) for n, word in ((errors, "error"), (warnings, "warning")) if n)
+    if failed:
+        summary = Text.assemble((f"{file}: ", "bold"), ("not sound", "bold red"), f": {counts}")
+    else:
+        size = f"{_count(len(blueprint.streamlets), 'streamlet')}, {_count(len(blueprint.topics), 'topic')}"
+        summary = Text.assemble((f"{file}: ", "bold"), ("sound", "bold green"), f" ({size})")
+        if warnings:
+            summary.append(f" with {counts}")
+    console.print(summary)
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def main() -> None:
+    """Entry point of the `blueprint` script."""
+    app(prog_name="blueprint")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,402 @@
+"""A real single-node Apache Kafka broker (KRaft, combined broker+controller) for local runs and tests.
+
+The Kafka jars come from Maven Central (resolved once with ``mvn`` and cached under
+:func:`cache_root`); the broker runs as a child JVM whose state lives in a caller-chosen
+directory, so stopping and starting again on the same directory resumes all topics and records.
+
+Start brokers from the main thread: the JVM is tied to its starter with Linux
+``PR_SET_PDEATHSIG``, which fires when the *thread* that forked it exits, so a broker started
+from a short-lived worker thread would be killed when that thread ends.
+"""
+
+from __future__ import annotations
+
+import base64
+import ctypes
+import json
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+
+KAFKA_VERSION = "4.1.1"
+LOG4J_VERSION = "2.24.3"
+
+# A sandbox broker restarts often and moves little data: C1-only JIT starts ~1 s faster.
+_JVM_OPTS = ["-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+_prctl = getattr(ctypes.CDLL(None), "prctl", None)  # looked up here, not between fork and exec; Linux only
+
+
+class BrokerError(RuntimeError):
+    """The broker could not be resolved, started, stopped or administered."""
+
+
+def cache_root() -> pathlib.Path:
+    """Cache folder for downloaded artifacts: ``$STREAMLETS_CACHE`` or ``~/.cache/streamlets``."""
+    env = os.environ.get("STREAMLETS_CACHE")
+    return pathlib.Path(env).expanduser() if env else pathlib.Path.home() / ".cache" / "streamlets"
+
+
+# --------------------------------------------------------------------------------------------
+# Jar resolution
+
+
+def _pom(version: str) -> str:
+    deps = [
+        ("org.apache.kafka", "kafka_2.13", version),
+        ("org.apache.kafka", "kafka-tools", version),  # the admin/CLI tool classes shipped in Kafka's libs/
+        ("org.apache.logging.log4j", "log4j-slf4j-impl", LOG4J_VERSION),  # Kafka 4 logs via log4j2
+    ]
+    dep_xml = "".join(
+        f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version></dependency>"
+        for g, a, v in deps
+    )
+    return (
+        '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+        "<groupId>streamlets.sandbox</groupId><artifactId>kafka-broker-jars</artifactId>"
+        f"<version>1</version><packaging>pom</packaging><dependencies>{dep_xml}</dependencies></project>"
+    )
+
+
+def _require(tool: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        raise BrokerError(f"'{tool}' not found on PATH; the Kafka sandbox needs Java 17+ and Maven")
+    return path
+
+
+def resolve_kafka_jars(version: str = KAFKA_VERSION) -> pathlib.Path:
+    """Return the folder of Kafka jars, resolving with mvn into ``cache_root()/kafka/<version>/libs`` on first use.
+
+    Idempotent and safe against a half-finished earlier download or a concurrent resolver:
+    jars are copied into a temporary folder that is renamed into place only when complete.
+    Raises BrokerError if java or mvn is missing or resolution fails (with mvn's last lines).
+    """
+    _require("java")
+    home = cache_root() / "kafka" / version
+    libs = home / "libs"
+    if libs.is_dir():
+        return libs
+    mvn = _require("mvn")
+    home.mkdir(parents=True, exist_ok=True)
+    for stale in home.glob("resolve-*"):  # left by a resolver that was killed; an hour is far beyond a download
+        if time.time() - stale.stat().st_mtime > 3600:
+            shutil.rmtree(stale, ignore_errors=True)
+    work = pathlib.Path(tempfile.mkdtemp(prefix="resolve-", dir=home))
+    try:
+        (work / "pom.xml").write_text(_pom(version))
+        cmd = [mvn, "-q", "-B", "-Dstyle.color=never", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
+               f"-DoutputDirectory={work / 'libs'}", "-DincludeScope=runtime"]
+        res = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
+        if res.returncode != 0 or not any((work / "libs").glob("*.jar")):
+            tail = "\n".join((res.stdout + res.stderr).strip().splitlines()[-20:])
+            raise BrokerError(f"resolving Kafka {version} jars with mvn failed (exit {res.returncode}):\n{tail}")
+        try:
+            os.rename(work / "libs", libs)  # atomic: libs/ is either absent or complete
+        except OSError:
+            if not libs.is_dir():  # a concurrent resolver winning the race is fine; anything else is not
+                raise
+        return libs
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Ports
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        # Java listens with SO_REUSEADDR, so TIME_WAIT leftovers from a killed broker don't block it.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]  # hold all open so the ports are distinct
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Broker
+
+
+def _die_with_parent(parent: int):
+    """A preexec_fn making the kernel SIGKILL the JVM when the forking thread dies (even by SIGKILL)."""
+    def preexec() -> None:
+        if _prctl is not None:
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # parent died before prctl took effect
+            os._exit(1)
+    return preexec
+
+
+class KafkaBroker:
+    """A Kafka broker JVM whose state lives in ``state_dir``.
+
+    Layout: ``data/`` (log.dirs; kept across restarts), ``server.properties``,
+    ``log4j2.properties``, ``broker.log`` (broker log plus JVM stdout/stderr), ``ports.json``.
+
+    ``port`` is the PLAINTEXT client listener, ``controller_port`` the KRaft CONTROLLER listener
+    (``listeners``/``controller.quorum.voters``). When not given, ports remembered in ports.json
+    are reused if still free, else fresh free ports are picked. ``heap`` is the JVM ``-Xmx``.
+    """
+
+    def __init__(self, state_dir: pathlib.Path, *, port: int | None = None, controller_port: int | None = None,
+                 version: str = KAFKA_VERSION, heap: str = "512m"):
+        self.state_dir = pathlib.Path(state_dir)
+        self.version = version
+        self.heap = heap
+        self._requested = (port, controller_port)
+        self.port: int | None = None
+        self.controller_port: int | None = None
+        self._pick_ports()
+        self._proc: subprocess.Popen | None = None
+        self._log_start = 0
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """Client bootstrap address, ``"127.0.0.1:<port>"``."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of the broker JVM, or None if not started."""
+        return self._proc.pid if self._proc else None
+
+    @property
+    def log_file(self) -> pathlib.Path:
+        return self.state_dir / "broker.log"
+
+    def _pick_ports(self) -> None:
+        """Explicit ports win; else keep this object's or ports.json's port while it is free; else a fresh one."""
+        try:
+            saved = json.loads((self.state_dir / "ports.json").read_text())
+        except (OSError, ValueError):
+            saved = {}
+        taken = {p for p in self._requested if p}
+
+        def pick(explicit: int | None, *remembered: int | None) -> int:
+            port = explicit or next((p for p in remembered if p and p not in taken and _port_free(p)), None) \
+                or next(p for p in _free_ports(3) if p not in taken)
+            taken.add(port)
+            return port
+
+        self.port = pick(self._requested[0], self.port, saved.get("port"))
+        self.controller_port = pick(self._requested[1], self.controller_port, saved.get("controller_port"))
+
+    def _write_config(self) -> pathlib.Path:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        (self.state_dir / "ports.json").write_text(
+            json.dumps({"port": self.port, "controller_port": self.controller_port}))
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(self.state_dir / "data"),
+            # single node: every internal topic must fit on one replica
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",  # consumers join immediately
+            "auto.create.topics.enable": "false",  # topics are declared, typos should fail loudly
+            "num.partitions": "1",
+            # After a SIGKILL the restarted controller refuses the broker's re-registration until the
+            # old session expires (default 9 s); a short session makes unclean restarts fast.
+            "broker.heartbeat.interval.ms": "500",
+            "broker.session.timeout.ms": "3000",
+        }
+        server = self.state_dir / "server.properties"
+        server.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        (self.state_dir / "log4j2.properties").write_text(
+            "status = warn\n"
+            "appender.file.type = File\n"
+            "appender.file.name = FILE\n"
+            f"appender.file.fileName = {self.log_file}\n"
+            "appender.file.append = true\n"
+            "appender.file.layout.type = PatternLayout\n"
+            "appender.file.layout.pattern = [%d] %p %m (%c)%n\n"
+            "rootLogger.level = INFO\n"
+            "rootLogger.appenderRef.file.ref = FILE\n")
+        return server
+
+    def _java(self, libs: pathlib.Path, *args: str) -> list[str]:
+        return [_require("java"), f"-Xmx{self.heap}", *_JVM_OPTS,
+                f"-Dlog4j2.configurationFile={self.state_dir / 'log4j2.properties'}",
+                "-cp", f"{libs}/*", *args]
+
+    def _format_if_needed(self, libs: pathlib.Path, server: pathlib.Path) -> None:
+        if (self.state_dir / "data" / "meta.properties").exists():
+            return  # already formatted: formatting again would refuse or wipe the cluster identity
+        cluster_id = "-"
+        while cluster_id.startswith("-"):  # like Kafka's Uuid.randomUuid: a leading '-' reads as an option
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        res = subprocess.run(self._java(libs, "kafka.tools.StorageTool", "format", "-t", cluster_id,
+                                        "-c", str(server)), capture_output=True, text=True)
+        if res.returncode != 0:
+            tail = "\n".join((res.stdout + res.stderr).strip().splitlines()[-20:])
+            raise BrokerError(f"formatting Kafka storage in {self.state_dir / 'data'} failed:\n{tail}")
+
+    def start(self, timeout: float = 60.0) -> "KafkaBroker":
+        """Resolve jars, write config, format storage if new, start the JVM and wait (``timeout``
+        seconds) until an AdminClient can list topics. Raises BrokerError naming the log file.
+
+        Call from the main thread (or one that outlives the broker): see PR_SET_PDEATHSIG above."""
+        if self.is_running():
+            return self
+        libs = resolve_kafka_jars(self.version)
+        self._pick_ports()  # ports may have been taken since __init__ or the last run
+        server = self._write_config()
+        self._format_if_needed(libs, server)
+        with open(self.log_file, "ab") as out:  # O_APPEND, so it interleaves safely with log4j's writes
+            self._log_start = out.tell()  # where this run's log begins, for error excerpts
+            self._proc = subprocess.Popen(
+                self._java(libs, "kafka.Kafka", str(server)), stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT, cwd=self.state_dir, preexec_fn=_die_with_parent(os.getpid()),
+                start_new_session=False)
+        try:
+            self._wait_ready(timeout)
+        except BrokerError:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + timeout
+        admin = None
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise BrokerError(f"Kafka broker exited with code {self._proc.returncode}; "
+                                  f"see {self.log_file}\n{self._log_excerpt()}")
+            try:
+                # a plain TCP probe first keeps librdkafka from logging connection-refused noise
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                admin = admin or AdminClient({"bootstrap.servers": self.bootstrap_servers,
+                                              "error_cb": lambda _err: None})
+                if admin.list_topics(timeout=2).brokers:
+                    return
+            except Exception:
+                pass
+            time.sleep(0.2)
+        raise BrokerError(f"Kafka broker not ready after {timeout:.0f}s; see {self.log_file}\n{self._log_excerpt()}")
+
+    def _log_excerpt(self) -> str:
+        """The first ERROR of this run with its exception line (the cause, not the shutdown noise), else the tail."""
+        try:
+            with open(self.log_file, "rb") as f:
+                f.seek(self._log_start)
+                lines = f.read().decode(errors="replace").splitlines()
+        except OSError:
+            return ""
+        for i, line in enumerate(lines):
+            if " ERROR " in line or " FATAL " in line:
+                return "\n".join(lines[i:i + 2])
+        return "\n".join(lines[-10:])
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM the JVM (controlled shutdown), wait up to ``timeout`` seconds, then SIGKILL."""
+        if not self.is_running():
+            return
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+    def is_running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def __enter__(self) -> "KafkaBroker":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+# --------------------------------------------------------------------------------------------
+# Admin helpers
+
+
+def create_topics(bootstrap: str, topics: list[tuple[str, int, dict[str, str]]], timeout: float = 30) -> None:
+    """Create the missing topics among ``(name, partitions, topic config)`` tuples (replication 1).
+
+    Existing topics are left alone (TOPIC_ALREADY_EXISTS is ignored); waits up to ``timeout``
+    seconds, including until every new partition has a leader. Raises BrokerError on other failures.
+    """
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    if not topics:
+        return
+    deadline = time.monotonic() + timeout
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new = [NewTopic(name, num_partitions=parts, replication_factor=1, config=dict(cfg))
+           for name, parts, cfg in topics]
+    futures = admin.create_topics(new, operation_timeout=timeout, request_timeout=timeout)
+    for name, fut in futures.items():
+        try:  # .exception() rather than .result(): no raised traceback keeping `admin` alive in a cycle
+            err = fut.exception(timeout=max(0.1, deadline - time.monotonic()))
+        except Exception as e:  # timeout
+            raise BrokerError(f"creating topic {name!r} timed out after {timeout}s") from e
+        if err is None:
+            continue
+        kerr = err.args[0] if isinstance(err, KafkaException) and err.args else None
+        if not (kerr is not None and kerr.code() == KafkaError.TOPIC_ALREADY_EXISTS):
+            raise BrokerError(f"creating topic {name!r} failed: {kerr or err}")
+    # Creation is acknowledged before leaders are elected; wait so producers don't hit LEADER_NOT_AVAILABLE.
+    names = [t[0] for t in topics]
+    while True:
+        try:
+            md = admin.list_topics(timeout=max(0.1, deadline - time.monotonic()))
+        except KafkaException as e:
+            raise BrokerError(f"listing topics at {bootstrap} failed: {e}") from e
+        if all(n in md.topics and md.topics[n].error is None and md.topics[n].partitions
+               and all(p.leader >= 0 for p in md.topics[n].partitions.values()) for n in names):
+            return
+        if time.monotonic() > deadline:
+            raise BrokerError(f"topics {names} have no leaders after {timeout}s")
+        time.sleep(0.1)
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """Per-partition high watermark (offset of the next record) of ``topic``. Raises BrokerError if unknown."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "streamlets-end-offsets",
+                         "enable.auto.commit": False})
+    try:
+        t = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if t is None or t.error is not None:
+            raise BrokerError(f"topic {topic!r} not available: {t.error if t else 'unknown topic'}")
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in sorted(t.partitions)}
+    except KafkaException as e:
+        raise BrokerError(f"reading end offsets of {topic!r} at {bootstrap} failed: {e}") from e
+    finally:
+        consumer.close()

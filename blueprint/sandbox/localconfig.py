@@ -1,0 +1,111 @@
+"""The run config file of the sandbox: per-streamlet config-parameter values, volume-mount
+folders and Spark settings, in HOCON (Cloudflow's format), YAML or JSON.
+
+    streamlets {
+      stats.config-parameters.watermark-delay = "2 hours"
+      flights.volume-mounts.source = "data/flights"     # relative to this file's folder
+      stats.spark { spark.sql.shuffle.partitions = 2 }
+    }
+
+Command-line `key=value` pairs (`streamlets.stats.config-parameters.watermark-delay=1h`) come
+on top. Values are checked against the streamlets' declarations before anything starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+SECTIONS = ("config-parameters", "volume-mounts", "spark")
+
+
+class LocalConfigError(ValueError):
+    """The run config file or a key=value override is malformed or names something unknown."""
+
+
+@dataclass
+class StreamletSettings:
+    config_parameters: dict[str, Any] = field(default_factory=dict)
+    volume_mounts: dict[str, str] = field(default_factory=dict)
+    spark: dict[str, str] = field(default_factory=dict)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise LocalConfigError(f"{path}: cannot read: {e.strerror}") from None
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        else:
+            from pyhocon import ConfigFactory, HOCONConverter
+            import json
+
+            # Through JSON so that the result is plain dicts (pyhocon's ConfigTree keeps dotted keys apart).
+            data = json.loads(HOCONConverter.to_json(ConfigFactory.parse_string(text)))
+    except Exception as e:  # parser errors carry line numbers in their text
+        raise LocalConfigError(f"{path}: not valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'HOCON'}: {e}") from None
+    if not isinstance(data, dict):
+        raise LocalConfigError(f"{path}: the top level must be a map with a 'streamlets' section")
+    return data
+
+
+def _flatten(prefix: str, value: Any) -> Iterable[tuple[str, Any]]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _flatten(f"{prefix}.{k}" if prefix else str(k), v)
+    else:
+        yield prefix, value
+
+
+def parse_override(text: str) -> tuple[str, str]:
+    """`streamlets.<name>.<section>.<key>=value` from the command line."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise LocalConfigError(f"{text!r}: overrides are key=value, e.g. streamlets.stats.config-parameters.window=1h")
+    return key.strip(), value.strip()
+
+
+def load_settings(
+    config_file: Path | None,
+    overrides: Iterable[str],
+    streamlets: Iterable[str],
+) -> dict[str, StreamletSettings]:
+    """Settings per streamlet instance from the file and the overrides (overrides win).
+
+    Relative volume-mount folders resolve against the config file's folder (the current folder
+    for overrides). Raises LocalConfigError naming the file and key for unknown streamlets,
+    unknown sections and malformed text.
+    """
+    names = set(streamlets)
+    settings = {n: StreamletSettings() for n in names}
+    sources: list[tuple[str, Path, list[tuple[str, Any]]]] = []
+    if config_file is not None:
+        data = _read(config_file)
+        unknown_top = sorted(set(data) - {"streamlets"})
+        if unknown_top:
+            raise LocalConfigError(f"{config_file}: unknown top-level key(s) {', '.join(unknown_top)}; expected 'streamlets'")
+        sources.append((str(config_file), config_file.parent, list(_flatten("streamlets", data.get("streamlets") or {}))))
+    sources.append(("command line", Path.cwd(), [parse_override(o) for o in overrides]))
+    for where, base, pairs in sources:
+        for key, value in pairs:
+            parts = key.split(".", 3)
+            if len(parts) < 4 or parts[0] != "streamlets":
+                raise LocalConfigError(f"{where}: {key!r} is not of the form streamlets.<name>.<section>.<key>")
+            _, name, section, item = parts
+            if name not in names:
+                raise LocalConfigError(f"{where}: {key!r}: the blueprint has no streamlet {name!r} (it has {', '.join(sorted(names))})")
+            if section not in SECTIONS:
+                raise LocalConfigError(f"{where}: {key!r}: unknown section {section!r}; use one of {', '.join(SECTIONS)}")
+            target = settings[name]
+            if section == "config-parameters":
+                target.config_parameters[item] = value
+            elif section == "volume-mounts":
+                target.volume_mounts[item] = str((base / str(value)).resolve())
+            else:
+                target.spark[item] = str(value).lower() if isinstance(value, bool) else str(value)
+    return settings

@@ -1,0 +1,315 @@
+"""`blueprint run`: the whole application on one machine, with a real Kafka broker and local Spark.
+
+Process model: one Python process, one Spark driver JVM. Every streamlet runs in its own
+SparkSession (SparkSession.newSession: own SQL settings, FAIR scheduler pool, log file) of one
+shared SparkContext, so the Kafka and Avro jars load once and a laptop's cores are shared
+between streamlets instead of split between several JVMs. A cluster runs each streamlet in a
+driver of its own, through the same runner code.
+
+State lives under the state folder (default `.streamlets/<app id>` in the current folder):
+    kafka/                 the embedded broker's data: topics survive a restart
+    checkpoints/<app>/<streamlet>/<query>
+    volumes/<streamlet>/<mount>   volume mounts not mapped in the run config
+    logs/<streamlet>.log, logs/spark.log, logs/sandbox.log
+A second run on the same folder resumes every query from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.live import Live
+
+from blueprint.model import Blueprint
+from streamlets.config import StreamletConfig
+from streamlets.errors import StreamletError
+from streamlets.runconfig import StreamletRunConfig
+
+from .localconfig import LocalConfigError, StreamletSettings, load_settings
+from .view import TopicRow, plain_line, render
+
+log = logging.getLogger("streamlets.sandbox")
+
+
+@dataclass
+class SandboxOptions:
+    """Options of `blueprint run` (see the CLI for their meaning)."""
+
+    state_dir: Path | None = None
+    config_file: Path | None = None
+    overrides: list[str] = field(default_factory=list)
+    kafka: str | None = None
+    exit_when_done: bool = False
+    idle_seconds: float = 5.0  # quiet time (no input anywhere) that counts as "all input processed"
+    trigger: str | None = "1 second"
+    master: str | None = None
+    timeout: float | None = None  # seconds; stop after this long even if not done
+
+
+class SandboxError(Exception):
+    """The application cannot start: a message naming what and where."""
+
+
+def topic_bindings(bp: Blueprint, name: str, classes: dict[str, type]) -> tuple[dict[str, str], dict[str, dict]]:
+    """Port -> Kafka topic of one streamlet instance, and inlet -> its producer's schema where
+    that differs from the inlet's (verify has checked that the two are compatible)."""
+    topics: dict[str, str] = {}
+    writers: dict[str, dict] = {}
+    for topic in bp.topics.values():
+        producer_schemas = {}
+        for ref in topic.producers:
+            p = ref.path
+            outlet = classes[p.streamlet].shape().outlet(p.port) if p and p.streamlet in classes else None
+            if outlet is not None:
+                producer_schemas[outlet.schema.fingerprint] = outlet.schema
+        for ref in (*topic.producers, *topic.consumers):
+            path = ref.path
+            if path is None or path.streamlet != name:
+                continue
+            topics[path.port] = topic.kafka_name(bp.app_id)
+            inlet = classes[name].shape().inlet(path.port)
+            if inlet is not None and len(producer_schemas) == 1:
+                (writer,) = producer_schemas.values()
+                if writer.fingerprint != inlet.schema.fingerprint:
+                    writers[inlet.name] = writer.schema
+    return topics, writers
+
+
+def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings: StreamletSettings, *, bootstrap: str,
+                   state_dir: Path, trigger: str | None) -> StreamletRunConfig:
+    """The run config of one streamlet instance in the sandbox; checks its config and mounts."""
+    cls = classes[name]
+    topics, writers = topic_bindings(bp, name, classes)
+    try:
+        StreamletConfig(name, cls.config_parameters(), settings.config_parameters)
+    except StreamletError as e:
+        raise SandboxError(str(e)) from None
+    declared = {m.name for m in cls.volume_mounts()}
+    unknown = sorted(set(settings.volume_mounts) - declared)
+    if unknown:
+        raise SandboxError(f"streamlet {name!r} declares no volume mount(s) {', '.join(unknown)} "
+                           f"(declared: {', '.join(sorted(declared)) or 'none'})")
+    mounts = {m: settings.volume_mounts.get(m) or str(state_dir / "volumes" / name / m) for m in declared}
+    for folder in mounts.values():
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    return StreamletRunConfig(
+        app_id=bp.app_id,
+        streamlet=name,
+        class_name=cls.class_name(),
+        topics=topics,
+        writer_schemas=writers,
+        bootstrap_servers=bootstrap,
+        config_parameters=settings.config_parameters,
+        volume_mounts=mounts,
+        checkpoint_root=str(state_dir / "checkpoints" / bp.app_id / name),
+        dead_letter_topic=dead_letter_topic(bp),
+        trigger_interval=trigger,
+        spark_conf=settings.spark,
+    )
+
+
+def dead_letter_topic(bp: Blueprint) -> str:
+    return f"{bp.app_id}.dead-letters"
+
+
+class Sandbox:
+    """Runs a verified blueprint until Ctrl-C, SIGTERM, a failed query, a timeout, or (with
+    `exit_when_done`) until every streamlet has processed all its input."""
+
+    def __init__(self, bp: Blueprint, classes: dict[str, type], options: SandboxOptions, console: Console | None = None) -> None:
+        self.bp = bp
+        self.classes = classes
+        self.options = options
+        # Off a terminal (CI logs) a narrow default width would squeeze the final tables.
+        self.console = console or Console(width=None if Console().is_terminal else 140)
+        self.state_dir = (options.state_dir or Path.cwd() / ".streamlets" / bp.app_id).resolve()
+        self.stop_requested = threading.Event()
+        self.broker = None
+        self.spark = None
+        self.runtime = None
+        self._watcher = None
+        self._last_offsets: dict[str, int] = {}
+        self._last_look = time.time()
+
+    # --- set-up ---------------------------------------------------------------------------
+
+    def _logging(self) -> None:
+        logs = self.state_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s")
+        root = logging.getLogger("streamlets")
+        root.setLevel(logging.INFO)
+        root.propagate = False
+        for h in list(root.handlers):
+            root.removeHandler(h)
+        sandbox = logging.FileHandler(logs / "sandbox.log")
+        sandbox.setFormatter(fmt)
+        root.addHandler(sandbox)
+        for name in self.bp.streamlets:
+            lg = logging.getLogger(f"streamlets.{name}")
+            for h in list(lg.handlers):
+                lg.removeHandler(h)
+            h = logging.FileHandler(logs / f"{name}.log")
+            h.setFormatter(fmt)
+            lg.addHandler(h)
+
+    def _start_kafka(self) -> str:
+        from .kafka_broker import KafkaBroker, create_topics
+
+        if self.options.kafka:
+            bootstrap = self.options.kafka
+        else:
+            self.console.print(f"starting Kafka broker (state in {self.state_dir / 'kafka'})")
+            self.broker = KafkaBroker(self.state_dir / "kafka").start()
+            bootstrap = self.broker.bootstrap_servers
+        topics = [(t.kafka_name(self.bp.app_id), t.partitions, dict(t.config)) for t in self.bp.topics.values()]
+        topics.append((dead_letter_topic(self.bp), 1, {}))
+        create_topics(bootstrap, topics)
+        return bootstrap
+
+    def _start_spark(self):
+        from streamlets.spark_session import build_spark_session
+
+        from .spark_logging import jvm_output_to, log4j_conf
+
+        logs = self.state_dir / "logs"
+        conf = log4j_conf(logs)
+        self.console.print(f"starting Spark (log in {logs / 'spark.log'})")
+        with jvm_output_to(logs / "spark.log"):
+            return build_spark_session(f"sandbox-{self.bp.app_id}", conf, master=self.options.master)
+
+    # --- run ------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run the application; returns the exit status (0 done or stopped, 1 a query failed)."""
+        from streamlets.runner import StreamletRuntime
+        from streamlets.transport import KafkaTransport
+
+        try:
+            settings = load_settings(self.options.config_file, self.options.overrides, self.bp.streamlets)
+        except LocalConfigError as e:
+            raise SandboxError(str(e)) from None
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._logging()
+        runs = [
+            run_config_for(self.bp, name, self.classes, settings[name], bootstrap="", state_dir=self.state_dir,
+                           trigger=self.options.trigger)
+            for name in self.bp.streamlets
+        ]
+        previous = {s: signal.signal(s, lambda *_: self.stop_requested.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            bootstrap = self._start_kafka()
+            self.spark = self._start_spark()
+            transport = KafkaTransport(bootstrap)
+            self.runtime = StreamletRuntime(self.spark, self.bp.app_id, dead_letter_topic(self.bp), transport)
+            from .topics import TopicWatcher
+
+            self._watcher = TopicWatcher(bootstrap)
+            for run in runs:
+                run = run.model_copy(update={"bootstrap_servers": bootstrap})
+                self.console.print(f"starting streamlet [bold]{run.streamlet}[/] ({run.class_name})")
+                try:
+                    self.runtime.start_class(self.classes[run.streamlet], run)
+                except StreamletError as e:
+                    raise SandboxError(str(e)) from None
+            return self._watch()
+        finally:
+            self._shutdown()
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+    def _topic_rows(self) -> list[TopicRow]:
+        now = time.time()
+        dt = max(now - self._last_look, 1e-6)
+        self._last_look = now
+        rows = []
+        for tid, topic in self.bp.topics.items():
+            name = topic.kafka_name(self.bp.app_id)
+            records = self._watcher.records(name)
+            rate = (records - self._last_offsets.get(name, records)) / dt
+            self._last_offsets[name] = records
+            rows.append(TopicRow(name, records, [r.text for r in topic.producers], [r.text for r in topic.consumers], rate))
+        return rows
+
+    def _dead_letters(self) -> int:
+        return self._watcher.records(dead_letter_topic(self.bp))
+
+    def _watch(self) -> int:
+        start = time.time()
+        idle_since: float | None = None
+        last_plain = 0.0
+        status = 0
+        live = Live(console=self.console, refresh_per_second=2, transient=False) if self.console.is_terminal else None
+        if live:
+            live.start()
+        try:
+            while not self.stop_requested.wait(1.0):
+                elapsed = time.time() - start
+                topics = self._topic_rows()
+                stats = self.runtime.monitor.stats
+                if live:
+                    live.update(render(stats, topics, self._dead_letters(), elapsed))
+                elif elapsed - last_plain >= 10:
+                    last_plain = elapsed
+                    self.console.print(plain_line(stats, topics, elapsed), highlight=False)
+                failures = self.runtime.failed()
+                if failures:
+                    for name, error in failures:
+                        streamlet = name.split(".", 1)[0]
+                        self.console.print(f"[red]error:[/] query {name} failed (log: {self.state_dir / 'logs' / (streamlet + '.log')}):\n{error.splitlines()[0] if error else ''}")
+                    status = 1
+                    break
+                if self.options.timeout and elapsed > self.options.timeout:
+                    self.console.print(f"stopping: --timeout of {self.options.timeout:.0f} s reached")
+                    break
+                if self.options.exit_when_done:
+                    if self._idle():
+                        idle_since = idle_since or time.time()
+                        if time.time() - idle_since >= self.options.idle_seconds:
+                            self.console.print(f"all input processed after {elapsed:.0f} s; stopping")
+                            break
+                    else:
+                        idle_since = None
+            if self.stop_requested.is_set():
+                self.console.print("stopping (signal)")
+        finally:
+            if live:
+                live.stop()
+        self.console.print(render(self.runtime.monitor.stats, self._topic_rows(), self._dead_letters(), time.time() - start))
+        return status
+
+    def _idle(self) -> bool:
+        """True when no query is running a batch or has data waiting, every Kafka source has read
+        its topic to the end, and no dead-letter scan is pending."""
+        import json
+
+        for q in self.runtime.queries():
+            st = q.status
+            if st["isTriggerActive"] or st["isDataAvailable"] or st["message"].startswith("Initializing"):
+                return False
+            progress = q.lastProgress
+            for src in (progress or {}).get("sources", []):
+                if not src.get("description", "").startswith("Kafka"):
+                    continue
+                end = json.loads(src.get("endOffset") or "{}")
+                for topic, parts in end.items():
+                    if sum(int(o) for o in parts.values()) < self._watcher.records(topic, fresh=True):
+                        return False
+        return self.runtime.dead_letters.pending() == 0
+
+    def _shutdown(self) -> None:
+        if self.runtime is not None:
+            self.console.print("stopping queries")
+            self.runtime.stop()
+        if self._watcher is not None:
+            self._watcher.close()
+        if self.spark is not None:
+            self.spark.stop()
+        if self.broker is not None:
+            self.broker.stop()

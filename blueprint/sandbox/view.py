@@ -1,0 +1,62 @@
+"""The sandbox's live progress view: records in and out and rates per streamlet and topic."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.table import Table
+from rich.console import Group
+
+from streamlets.monitor import QueryStats
+
+
+@dataclass
+class TopicRow:
+    topic: str
+    records: int
+    producers: list[str]
+    consumers: list[str]
+    rate: float = 0.0  # records per second since the previous look
+
+
+def streamlet_rows(stats: dict[str, QueryStats]) -> dict[str, dict]:
+    """Per streamlet: queries, batches, records in/out, rates (records/s), malformed, status."""
+    rows: dict[str, dict] = {}
+    for s in stats.values():
+        r = rows.setdefault(s.streamlet, {"queries": 0, "batches": 0, "in": 0, "out": 0, "in_rate": 0.0,
+                                           "rate": 0.0, "malformed": 0, "status": set(), "watermark": None})
+        r["queries"] += 1
+        r["batches"] += s.batches
+        r["in"] += s.input_rows
+        r["out"] += s.output_rows
+        r["in_rate"] += s.input_rate
+        r["rate"] += s.processed_rate
+        r["malformed"] += s.malformed
+        r["status"].add(s.status)
+        if s.watermark and s.watermark != "1970-01-01T00:00:00.000Z":
+            r["watermark"] = s.watermark if r["watermark"] is None else min(r["watermark"], s.watermark)
+    return rows
+
+
+def render(stats: dict[str, QueryStats], topics: list[TopicRow], dead_letters: int, elapsed: float) -> Group:
+    t = Table(title=f"streamlets ({elapsed:.0f} s)", title_justify="left", expand=False)
+    for col, justify in [("streamlet", "left"), ("status", "left"), ("batches", "right"), ("records in", "right"),
+                         ("records out", "right"), ("in/s", "right"), ("processed/s", "right"),
+                         ("malformed", "right"), ("watermark", "left")]:
+        t.add_column(col, justify=justify)
+    for name, r in sorted(streamlet_rows(stats).items()):
+        t.add_row(name, ",".join(sorted(r["status"])), str(r["batches"]), f"{r['in']:,}", f"{r['out']:,}",
+                  f"{r['in_rate']:,.0f}", f"{r['rate']:,.0f}", str(r["malformed"]), (r["watermark"] or "")[:19])
+    tt = Table(title=f"topics (dead letters: {dead_letters})", title_justify="left")
+    for col, justify in [("topic", "left"), ("records", "right"), ("records/s", "right"), ("from", "left"), ("to", "left")]:
+        tt.add_column(col, justify=justify)
+    for row in topics:
+        tt.add_row(row.topic, f"{row.records:,}", f"{row.rate:,.0f}", ", ".join(row.producers), ", ".join(row.consumers))
+    return Group(t, tt)
+
+
+def plain_line(stats: dict[str, QueryStats], topics: list[TopicRow], elapsed: float) -> str:
+    """One log line of progress for non-terminal output (CI logs)."""
+    parts = [f"{n}: in {r['in']:,} out {r['out']:,} ({r['rate']:,.0f}/s)" for n, r in sorted(streamlet_rows(stats).items())]
+    tops = [f"{t.topic}={t.records:,}" for t in topics]
+    return f"[{elapsed:6.0f}s] " + "; ".join(parts) + " | topics " + " ".join(tops)

@@ -1,0 +1,136 @@
+"""StreamletContext: what a streamlet's logic gets to build its queries."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .codec import MALFORMED, decode_value, encode_outlet, record_columns
+from .config import StreamletConfig
+from .deadletter import DeadLetterWriter, InletRead, observation_name
+from .ports import AvroInlet, AvroOutlet, Port
+from .runconfig import StreamletRunConfig
+from .schema import AvroSchema
+from .volumes import VolumeMount
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+
+    from .streamlet import Streamlet
+
+
+class StreamletContext:
+    """The running streamlet's view of the world.
+
+    - `spark`: the SparkSession; `name`: the instance name in the blueprint; `app_id`.
+    - `config`: typed config-parameter values (StreamletConfig).
+    - `topic(port)`: the Kafka topic bound to a port.
+    - `checkpoint_location(query)`: `<checkpoint root>/<query>`, Spark's checkpointLocation.
+    - `mounted_path(mount)`: local path of a volume mount.
+    - `read_stream(inlet)`, `write_stream(df, outlet)`, `start_query(writer, name)`.
+    """
+
+    def __init__(
+        self,
+        spark: "SparkSession",
+        streamlet: "Streamlet",
+        run: StreamletRunConfig,
+        transport: Any,
+        dead_letters: DeadLetterWriter | None = None,
+    ) -> None:
+        self.spark = spark
+        self.streamlet = streamlet
+        self.run = run
+        self.name = run.streamlet
+        self.app_id = run.app_id
+        self.transport = transport
+        self.dead_letters = dead_letters
+        self.config = StreamletConfig(run.streamlet, type(streamlet).config_parameters(), run.config_parameters)
+        self.queries: list["StreamingQuery"] = []
+        self.log = logging.getLogger(f"streamlets.{run.streamlet}")
+        self._inlet_reads: list[InletRead] = []
+
+    def topic(self, port: Port | str) -> str:
+        """Kafka topic name bound to `port` (a port object or its name). KeyError if unbound."""
+        name = port if isinstance(port, str) else port.name
+        try:
+            return self.run.topics[name]
+        except KeyError:
+            raise KeyError(f"streamlet {self.name!r}: port {name!r} is not connected to a topic") from None
+
+    def checkpoint_location(self, query: str) -> str:
+        return self.run.checkpoint_location(query)
+
+    def mounted_path(self, mount: VolumeMount | str) -> Path:
+        """Local folder of a volume mount (the sandbox's folder, or the mount path in a pod)."""
+        name = mount if isinstance(mount, str) else mount.name
+        declared = {m.name: m for m in type(self.streamlet).volume_mounts()}
+        if name not in declared:
+            raise KeyError(f"streamlet {self.name!r} declares no volume mount {name!r}")
+        return Path(self.run.volume_mounts.get(name, declared[name].path))
+
+    def read_stream(self, inlet: AvroInlet) -> "DataFrame":
+        """A streaming DataFrame of the inlet's records: one column per Avro field, in schema order.
+
+        Decoded in the JVM by Spark's from_avro. With error handling "dead-letter" (the default)
+        malformed values are left out of the DataFrame, counted in the observed metric
+        `dead-letters:<inlet>` and written to the dead-letter topic; with "fail" the query stops on
+        the first one (from_avro's FAILFAST). Reads from the earliest offset on a first start
+        (Kafka source `startingOffsets`), then from the checkpoint.
+        """
+        from pyspark.sql import functions as F
+
+        topic = self.topic(inlet)
+        raw = self.transport.read_stream(self.spark, topic, self.run.max_offsets_per_trigger)
+        writer = self.run.writer_schemas.get(inlet.name)
+        writer_schema = AvroSchema.load(writer) if writer else None
+        if inlet.error_handling == "fail":
+            decoded = decode_value(raw.where(F.col("value").isNotNull()), inlet.schema, permissive=False, writer=writer_schema)
+            return record_columns(decoded, inlet.schema)
+        self._inlet_reads.append(InletRead(self.name, inlet.name, topic, inlet.schema, writer_schema))
+        decoded = decode_value(raw, inlet.schema, permissive=True, writer=writer_schema).observe(
+            observation_name(inlet.name),
+            F.count(F.lit(1)).alias("records"),
+            F.sum(F.col(MALFORMED).cast("long")).alias("malformed"),
+        )
+        return record_columns(decoded.where(~F.col(MALFORMED)), inlet.schema)
+
+    def write_stream(
+        self,
+        df: "DataFrame",
+        outlet: AvroOutlet,
+        *,
+        query_name: str | None = None,
+        output_mode: str = "append",
+    ) -> "StreamingQuery":
+        """Start a query writing `df` to the outlet's topic as Avro (to_avro), keyed by the
+        outlet's partition key, with its own checkpoint. Columns are matched to the schema's
+        fields by name; extra columns are ignored, missing ones raise SchemaMismatchError.
+        `output_mode` is Spark's (append, update); `query_name` defaults to the outlet's name.
+        """
+        encoded = encode_outlet(df, outlet.schema, outlet.key, f"streamlet {self.name!r}, outlet {outlet.name!r}")
+        writer = self.transport.write_stream(encoded, self.topic(outlet)).outputMode(output_mode)
+        return self.start_query(writer, query_name or outlet.name)
+
+    def start_query(self, writer: "DataStreamWriter", query_name: str) -> "StreamingQuery":
+        """Start any query (file sinks, foreachBatch...) with the streamlet's checkpoint, trigger
+        and query name `<streamlet>.<query_name>`; tracked so that the runtime can stop it."""
+        location = self.checkpoint_location(query_name)
+        if self.dead_letters is not None:
+            for read in self._inlet_reads:
+                self.dead_letters.recover(read, location)
+        if self.run.available_now:
+            writer = writer.trigger(availableNow=True)
+        elif self.run.trigger_interval:
+            writer = writer.trigger(processingTime=self.run.trigger_interval)
+        # One FAIR scheduler pool per streamlet, so that streamlets sharing a session share cores.
+        self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", self.name)
+        query = writer.queryName(f"{self.name}.{query_name}").option("checkpointLocation", location).start()
+        self.queries.append(query)
+        self.log.info("started query %s (checkpoint %s)", query.name, location)
+        return query
+
+    def inlet_reads(self) -> list[InletRead]:
+        return list(self._inlet_reads)

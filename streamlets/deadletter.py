@@ -1,0 +1,264 @@
+"""Dead letters: inlet values that do not decode, sent to a topic with where they came from.
+
+The hot path stays in the JVM: `from_avro` runs in PERMISSIVE mode and an observed metric counts
+malformed values per micro-batch (Dataset.observe). Only when a batch reports some does a scan
+read that batch's offset range again (a Spark batch query), find the malformed values, describe
+each one's decoding error (fastavro) and write them to the dead-letter topic. A ledger next to
+the query's checkpoint records how far each inlet topic was scanned, so a streamlet killed
+between a micro-batch and its scan rescans the gap when it starts again: nothing is lost.
+Dead letters are at-least-once (a scan may repeat after a crash).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from .codec import MALFORMED, RECORD, decode_value
+from .schema import AvroSchema, decode
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+DEAD_LETTER_SCHEMA = AvroSchema.load(
+    {
+        "type": "record",
+        "name": "DeadLetter",
+        "namespace": "io.streamlets",
+        "doc": "A value read from an inlet's topic that is not a valid Avro encoding of the inlet's schema.",
+        "fields": [
+            {"name": "app_id", "type": "string"},
+            {"name": "streamlet", "type": "string"},
+            {"name": "inlet", "type": "string"},
+            {"name": "topic", "type": "string"},
+            {"name": "partition", "type": "int"},
+            {"name": "offset", "type": "long"},
+            {"name": "timestamp", "type": ["null", {"type": "long", "logicalType": "timestamp-millis"}], "default": None},
+            {"name": "key", "type": ["null", "bytes"], "default": None},
+            {"name": "value", "type": ["null", "bytes"], "default": None, "doc": "the raw value, as read"},
+            {"name": "schema_fingerprint", "type": "string", "doc": "CRC-64-AVRO of the inlet's schema"},
+            {"name": "error", "type": "string"},
+        ],
+    }
+)
+
+
+def observation_name(inlet: str) -> str:
+    """Name of the observed metric (Dataset.observe) counting an inlet's malformed values."""
+    return f"dead-letters:{inlet}"
+
+
+@dataclass(frozen=True)
+class InletRead:
+    """An inlet read by a streamlet: what a scan needs to re-read and re-decode its values."""
+
+    streamlet: str
+    inlet: str
+    topic: str
+    schema: AvroSchema
+    writer: AvroSchema | None = None  # the producer's schema, when it differs
+
+
+@dataclass(frozen=True)
+class ScanRequest:
+    read: InletRead
+    checkpoint: str
+    start: dict[str, int] | None  # partition -> first offset; None: earliest
+    end: dict[str, int]  # partition -> offset after the last one
+    malformed: int  # how many the micro-batch reported; 0: only advance the ledger
+
+
+def _ledger_path(checkpoint: str, inlet: str) -> Path:
+    return Path(checkpoint) / f"dead-letter-ledger.{inlet}.json"
+
+
+def read_ledger(checkpoint: str, inlet: str) -> dict[str, int] | None:
+    path = _ledger_path(checkpoint, inlet)
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def write_ledger(checkpoint: str, inlet: str, offsets: dict[str, int]) -> None:
+    path = _ledger_path(checkpoint, inlet)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(offsets, sort_keys=True))
+    os.replace(tmp, path)  # atomic: a crash leaves the old or the new ledger, never half
+
+
+def committed_offsets(checkpoint: str, topic: str) -> dict[str, int] | None:
+    """End offsets of `topic` in the last committed micro-batch of a query's checkpoint.
+
+    Reads Spark's offset log (`offsets/<batch>`: a version line, the batch metadata, then one
+    line per source) for the last batch id in `commits/`. None when nothing was committed.
+    """
+    commits = Path(checkpoint) / "commits"
+    ids = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
+    if not ids:
+        return None
+    lines = (Path(checkpoint) / "offsets" / str(max(ids))).read_text().splitlines()
+    for line in lines[2:]:
+        try:
+            offsets = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(offsets, dict) and topic in offsets:
+            return {p: int(o) for p, o in offsets[topic].items()}
+    return None
+
+
+def offsets_for(topic: str, offsets_json: str | None) -> dict[str, int] | None:
+    """Per-partition offsets of `topic` from a Kafka source's progress offsets (JSON text)."""
+    try:
+        parsed = json.loads(offsets_json) if offsets_json else None
+    except json.JSONDecodeError:  # e.g. no start offset on a query's first batch
+        return None
+    if isinstance(parsed, dict) and topic in parsed:
+        return {p: int(o) for p, o in parsed[topic].items()}
+    return None
+
+
+class DeadLetterWriter:
+    """Scans offset ranges for malformed values and writes them to the dead-letter topic.
+
+    Scans run on one background thread, in the order requested, so that the ledger only moves
+    forward. `written` counts dead letters written per (streamlet, inlet).
+    """
+
+    def __init__(self, spark: "SparkSession", transport, topic: str | None, app_id: str) -> None:
+        self.spark = spark
+        self.transport = transport
+        self.topic = topic
+        self.app_id = app_id
+        self.written: dict[tuple[str, str], int] = {}
+        self.errors: list[str] = []
+        self._queue: queue.Queue[ScanRequest | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._work, name="dead-letters", daemon=True)
+        self._thread.start()
+
+    def submit(self, request: ScanRequest) -> None:
+        self._queue.put(request)
+
+    def recover(self, read: InletRead, checkpoint: str) -> None:
+        """Before a query starts: rescan what its checkpoint committed beyond the ledger."""
+        committed = committed_offsets(checkpoint, read.topic)
+        if committed is None:
+            return
+        ledger = read_ledger(checkpoint, read.inlet)
+        if ledger is not None and all(ledger.get(p, 0) >= o for p, o in committed.items()):
+            return
+        log.info("dead letters: rescanning %s from %s to %s after a restart", read.topic, ledger, committed)
+        # Unknown counts: scan with malformed=-1 so that the range is always read.
+        self.submit(ScanRequest(read, checkpoint, ledger, committed, malformed=-1))
+
+    def pending(self) -> int:
+        """Scans submitted and not yet done (approximate, for idle checks)."""
+        return self._queue.unfinished_tasks
+
+    def drain(self, timeout: float | None = None) -> None:
+        """Wait until every submitted scan is done."""
+        done = threading.Event()
+        self._queue.put(_Barrier(done))  # type: ignore[arg-type]
+        done.wait(timeout)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=60)
+
+    def _work(self) -> None:
+        while True:
+            request = self._queue.get()
+            try:
+                if request is None:
+                    return
+                if isinstance(request, _Barrier):
+                    request.done.set()
+                    continue
+                self._handle(request)
+            finally:
+                self._queue.task_done()
+
+    def _handle(self, request: ScanRequest) -> None:
+        try:
+            if request.malformed != 0:
+                n = self.scan(request)
+                key = (request.read.streamlet, request.read.inlet)
+                self.written[key] = self.written.get(key, 0) + n
+            merged = dict(read_ledger(request.checkpoint, request.read.inlet) or {})
+            for p, o in request.end.items():
+                merged[p] = max(merged.get(p, 0), o)
+            write_ledger(request.checkpoint, request.read.inlet, merged)
+        except Exception as e:  # keep the streamlet running; the ledger stays behind for a rescan
+            msg = f"dead-letter scan of {request.read.topic} {request.start}..{request.end} failed: {e}"
+            log.error(msg)
+            self.errors.append(msg)
+
+    def scan(self, request: ScanRequest) -> int:
+        """Write the malformed values of one offset range to the dead-letter topic; returns how many."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.avro.functions import to_avro
+        from pyspark.sql.functions import udf
+
+        read = request.read
+        if self.topic is None:
+            log.warning("%d malformed value(s) on %s but no dead-letter topic is configured", request.malformed, read.topic)
+            return 0
+        raw = self.transport.read_range(self.spark, read.topic, request.start, request.end)
+        bad = decode_value(raw, read.schema, permissive=True, writer=read.writer).where(F.col(MALFORMED)).drop(RECORD, MALFORMED)
+        describe = udf(_describer(read.writer or read.schema), "string")
+        envelope = bad.select(
+            F.lit(self.app_id).alias("app_id"),
+            F.lit(read.streamlet).alias("streamlet"),
+            F.lit(read.inlet).alias("inlet"),
+            F.col("topic"),
+            F.col("partition"),
+            F.col("offset"),
+            F.col("timestamp"),
+            F.col("key"),
+            F.col("value"),
+            F.lit(read.schema.fingerprint).alias("schema_fingerprint"),
+            describe(F.col("value")).alias("error"),
+        ).cache()
+        try:
+            n = envelope.count()
+            if n:
+                out = envelope.select(
+                    F.format_string("%s-%d-%d", "topic", "partition", "offset").cast("binary").alias("key"),
+                    to_avro(F.struct(*DEAD_LETTER_SCHEMA.field_names), DEAD_LETTER_SCHEMA.json).alias("value"),
+                )
+                self.transport.write_batch(out, self.topic)
+                log.warning("%d malformed value(s) from %s (%s.%s) written to %s", n, read.topic, read.streamlet, read.inlet, self.topic)
+            return n
+        finally:
+            envelope.unpersist()
+
+
+class _Barrier:
+    def __init__(self, done: threading.Event) -> None:
+        self.done = done
+
+
+def _describer(schema: AvroSchema) -> Callable[[bytes | None], str]:
+    """A function giving the decoding error of one value (runs on executors, rare path only)."""
+    parsed_json = schema.json
+
+    def describe(value: bytes | None) -> str:
+        if value is None:
+            return "null value (tombstone): a record was expected"
+        from streamlets.schema import AvroSchema as _S
+
+        s = _S.load(parsed_json)
+        try:
+            decode(s, bytes(value))
+        except Exception as e:  # the decoder's own words are the most useful error
+            return f"not a valid Avro encoding of {s.name}: {type(e).__name__}: {e}"[:1000]
+        return f"decodes as {s.name} only with a different field layout (Spark read it as all nulls)"
+
+    return describe

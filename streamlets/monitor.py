@@ -1,0 +1,152 @@
+"""Progress of running streamlets, from Spark's StreamingQueryListener events.
+
+One listener per SparkSession keeps per-query totals (records in and out, malformed values,
+rates), writes each progress report to the streamlet's log, and asks the dead-letter writer to
+scan batches that reported malformed values.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+from .deadletter import DeadLetterWriter, InletRead, ScanRequest, observation_name, offsets_for
+
+
+@dataclass
+class QueryStats:
+    """Totals of one query since this process started it. Rates are records per second."""
+
+    streamlet: str
+    query: str
+    batches: int = 0
+    input_rows: int = 0
+    output_rows: int = 0
+    malformed: int = 0
+    input_rate: float = 0.0
+    processed_rate: float = 0.0
+    watermark: str | None = None
+    state_rows: int = 0
+    last_batch_id: int = -1
+    last_progress: float = 0.0
+    sources_lag: int = 0
+    status: str = "starting"
+    exception: str | None = None
+
+
+@dataclass
+class StreamletRegistration:
+    reads: Callable[[], list[InletRead]]
+    checkpoint: Callable[[str], str]
+
+
+class ProgressMonitor(StreamingQueryListener):
+    """Collects QueryStats by query name (`<streamlet>.<query>`)."""
+
+    def __init__(self, dead_letters: DeadLetterWriter | None = None) -> None:
+        self.stats: dict[str, QueryStats] = {}
+        self.dead_letters = dead_letters
+        self._streamlets: dict[str, StreamletRegistration] = {}
+        self._names: dict[str, str] = {}  # query id -> name
+        self._lock = threading.Lock()
+
+    def register(self, streamlet: str, reads: Callable[[], list[InletRead]], checkpoint: Callable[[str], str]) -> None:
+        self._streamlets[streamlet] = StreamletRegistration(reads, checkpoint)
+
+    def _entry(self, name: str | None) -> QueryStats:
+        name = name or "unnamed"
+        streamlet, _, query = name.partition(".")
+        with self._lock:
+            return self.stats.setdefault(name, QueryStats(streamlet, query or name))
+
+    def onQueryStarted(self, event) -> None:
+        self._names[str(event.id)] = event.name or "unnamed"
+        self._entry(event.name).status = "running"
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        # The event carries only the query id; names were recorded when the query started.
+        stats = self.stats.get(self._names.get(str(event.id), ""))
+        if stats is not None:
+            stats.status = "failed" if event.exception else "stopped"
+            stats.exception = event.exception
+
+    def onQueryProgress(self, event) -> None:
+        try:
+            self._progress(event.progress)
+        except Exception:  # a listener error must never reach Spark's listener bus
+            logging.getLogger(__name__).exception("progress handling failed")
+
+    def _progress(self, p) -> None:
+        stats = self._entry(p.name)
+        stats.batches += 1
+        stats.input_rows += p.numInputRows
+        stats.output_rows += max(p.sink.numOutputRows, 0) if p.sink is not None else 0
+        stats.input_rate = p.inputRowsPerSecond or 0.0
+        stats.processed_rate = p.processedRowsPerSecond or 0.0
+        stats.watermark = (p.eventTime or {}).get("watermark")
+        stats.state_rows = sum(op.numRowsTotal for op in (p.stateOperators or []))
+        stats.last_batch_id = p.batchId
+        stats.last_progress = time.time()
+        stats.status = "running"
+        lag = 0
+        for src in p.sources or []:
+            lag += _lag(src.endOffset, src.latestOffset)
+        stats.sources_lag = lag
+        observed = p.observedMetrics or {}
+        logging.getLogger(f"streamlets.{stats.streamlet}").info("progress %s", _compact(p, observed))
+        reg = self._streamlets.get(stats.streamlet)
+        if reg is None:
+            return
+        for read in reg.reads():
+            row = observed.get(observation_name(read.inlet))
+            if row is None:
+                continue
+            malformed = int(row["malformed"] or 0)
+            stats.malformed += malformed
+            if self.dead_letters is None:
+                continue
+            for src in p.sources or []:
+                end = offsets_for(read.topic, src.endOffset)
+                if end is not None:
+                    start = offsets_for(read.topic, src.startOffset)
+                    self.dead_letters.submit(ScanRequest(read, reg.checkpoint(stats.query), start, end, malformed))
+
+
+def _lag(end: str | None, latest: str | None) -> int:
+    """Records between what a Kafka source processed and the topic's end, summed over partitions."""
+    try:
+        e, l = json.loads(end or "null"), json.loads(latest or "null")
+    except (json.JSONDecodeError, TypeError):
+        return 0
+    if not isinstance(e, dict) or not isinstance(l, dict):
+        return 0
+    total = 0
+    for topic, parts in l.items():
+        if isinstance(parts, dict):
+            for part, off in parts.items():
+                total += max(0, int(off) - int(e.get(topic, {}).get(part, 0)))
+    return total
+
+
+def _compact(p, observed) -> str:
+    return json.dumps(
+        {
+            "batch": p.batchId,
+            "input": p.numInputRows,
+            "output": p.sink.numOutputRows if p.sink is not None else None,
+            "input_rate": round(p.inputRowsPerSecond or 0, 1),
+            "processed_rate": round(p.processedRowsPerSecond or 0, 1),
+            "duration_ms": (p.durationMs or {}).get("triggerExecution"),
+            "watermark": (p.eventTime or {}).get("watermark"),
+            "observed": {k: v.asDict() for k, v in observed.items()},
+        }
+    )

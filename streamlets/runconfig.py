@@ -1,0 +1,44 @@
+"""What one running streamlet needs to know: the runner's single input, in every setting.
+
+The sandbox builds it from the blueprint and the local config; the operator renders it into the
+Secret the driver pod reads; the test kit builds it for a temporary folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class StreamletRunConfig(BaseModel):
+    """Run settings of one streamlet instance.
+
+    Paths are local paths or URIs Spark understands. `checkpoint_root` holds one directory per
+    query: `<checkpoint_root>/<query>` (Spark's `checkpointLocation`).
+    """
+
+    app_id: str
+    streamlet: str = Field(description="instance name in the blueprint (DNS label)")
+    class_name: str = Field(description="module.Class of the Streamlet subclass")
+    topics: dict[str, str] = Field(default_factory=dict, description="port name -> Kafka topic name")
+    writer_schemas: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="inlet name -> the producer's Avro schema, where it differs from the inlet's")
+    bootstrap_servers: str | None = Field(default=None, description="Kafka bootstrap.servers; None: file transport (test kit)")
+    kafka_options: dict[str, str] = Field(default_factory=dict, description="extra kafka.* source/sink options")
+    config_parameters: dict[str, Any] = Field(default_factory=dict, description="raw values by key; defaults fill the rest")
+    volume_mounts: dict[str, str] = Field(default_factory=dict, description="mount name -> local folder or path")
+    checkpoint_root: str
+    dead_letter_topic: str | None = Field(default=None, description="topic for malformed inlet values")
+    trigger_interval: str | None = Field(default=None, description="Spark processingTime trigger, e.g. '1 second'; None: as fast as possible")
+    available_now: bool = Field(default=False, description="process what is there, then stop (Trigger.AvailableNow)")
+    max_offsets_per_trigger: int | None = Field(default=None, description="Kafka source maxOffsetsPerTrigger (records per micro-batch)")
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+
+    def checkpoint_location(self, query: str) -> str:
+        return f"{self.checkpoint_root.rstrip('/')}/{query}"
+
+    @classmethod
+    def read(cls, path: str | Path) -> "StreamletRunConfig":
+        return cls.model_validate_json(Path(path).read_text())

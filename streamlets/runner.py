@@ -1,0 +1,163 @@
+"""The runner: starts streamlets from their run configs, in every setting.
+
+The sandbox runs several streamlets in one SparkSession through `StreamletRuntime`; a driver pod
+runs one with `python -m streamlets.runner --config run.json` (the same code path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import signal
+import sys
+import threading
+from typing import TYPE_CHECKING
+
+from .context import StreamletContext
+from .deadletter import DeadLetterWriter
+from .errors import StreamletError
+from .monitor import ProgressMonitor
+from .runconfig import StreamletRunConfig
+from .streamlet import Streamlet
+from .transport import FileTransport, KafkaTransport
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+class StreamletLoadError(StreamletError):
+    """The class named in a blueprint or run config cannot be imported or is not a Streamlet."""
+
+
+def load_streamlet_class(class_name: str) -> type[Streamlet]:
+    """Import `module.Class` (or `module:Class`) and check it is a concrete Streamlet subclass."""
+    module_name, sep, attr = class_name.replace(":", ".").rpartition(".")
+    if not sep or not module_name:
+        raise StreamletLoadError(f"{class_name!r} is not a class path of the form module.Class")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise StreamletLoadError(f"cannot import module {module_name!r} for {class_name!r}: {e}") from None
+    cls = getattr(module, attr, None)
+    if cls is None:
+        raise StreamletLoadError(f"module {module_name!r} has no class {attr!r}")
+    if not (isinstance(cls, type) and issubclass(cls, Streamlet)):
+        raise StreamletLoadError(f"{class_name!r} is not a Streamlet subclass")
+    if cls.is_abstract():
+        raise StreamletLoadError(f"{class_name!r} does not implement create_logic(ctx)")
+    return cls
+
+
+def transport_for(run: StreamletRunConfig):
+    if run.bootstrap_servers:
+        return KafkaTransport(run.bootstrap_servers, run.kafka_options)
+    return FileTransport(run.checkpoint_root.rstrip("/") + "/../_topics")
+
+
+class StreamletRuntime:
+    """Streamlets running in one SparkSession, with one progress monitor and dead-letter writer.
+
+    `start(run)` instantiates the class, builds its context and calls create_logic; `stop()`
+    stops every query, then waits for pending dead-letter scans.
+    """
+
+    def __init__(self, spark: "SparkSession", app_id: str, dead_letter_topic: str | None, transport) -> None:
+        self.spark = spark
+        self.transport = transport
+        self.dead_letters = DeadLetterWriter(spark, transport, dead_letter_topic, app_id)
+        self.monitor = ProgressMonitor(self.dead_letters)
+        self.contexts: dict[str, StreamletContext] = {}
+
+    def start(self, run: StreamletRunConfig) -> StreamletContext:
+        """Import the run config's class and start it (see start_class)."""
+        return self.start_class(load_streamlet_class(run.class_name), run)
+
+    def start_class(self, cls: type[Streamlet], run: StreamletRunConfig) -> StreamletContext:
+        """Instantiate `cls`, build its context and run create_logic, which starts its queries.
+
+        Each streamlet gets its own session of the shared SparkContext (SparkSession.newSession):
+        its own SQL settings (`spark.sql.*` from the run config) and temporary views.
+        """
+        session = self.spark.newSession()
+        for key, value in run.spark_conf.items():
+            if key.startswith("spark.sql."):
+                session.conf.set(key, value)
+            else:
+                log.warning("streamlet %s: %s applies per process, not per streamlet; ignored in a shared session", run.streamlet, key)
+        session.streams.addListener(self.monitor)
+        ctx = StreamletContext(session, cls(), run, self.transport, self.dead_letters)
+        self.monitor.register(run.streamlet, ctx.inlet_reads, ctx.checkpoint_location)
+        self.contexts[run.streamlet] = ctx
+        ctx.streamlet.create_logic(ctx)
+        if not ctx.queries:
+            raise StreamletError(f"streamlet {run.streamlet!r} started no query: create_logic must call write_stream or start_query")
+        return ctx
+
+    def queries(self):
+        return [q for ctx in self.contexts.values() for q in ctx.queries]
+
+    def failed(self) -> list[tuple[str, str]]:
+        """(query name, error) of queries that stopped with an exception."""
+        out = []
+        for q in self.queries():
+            if not q.isActive and q.exception() is not None:
+                out.append((q.name, str(q.exception())))
+        return out
+
+    def stop(self, timeout: float = 60.0) -> None:
+        for q in self.queries():
+            try:
+                q.stop()
+            except Exception as e:  # a failed query may refuse to stop; nothing to clean then
+                log.debug("stopping %s: %s", q.name, e)
+        self.dead_letters.drain(timeout)
+        self.dead_letters.close()
+        for ctx in self.contexts.values():
+            try:
+                ctx.spark.streams.removeListener(self.monitor)
+            except Exception:  # the session may already be gone at shutdown
+                pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Driver entry point: `python -m streamlets.runner --config run.json`."""
+    from .spark_session import build_spark_session
+
+    parser = argparse.ArgumentParser(prog="streamlets.runner", description=__doc__)
+    parser.add_argument("--config", required=True, help="run config JSON (StreamletRunConfig)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        run = StreamletRunConfig.read(args.config)
+    except (OSError, ValueError) as e:
+        print(f"error: cannot read run config {args.config}: {e}", file=sys.stderr)
+        return 2
+    # In a driver of its own, every setting applies to the process.
+    spark = build_spark_session(f"{run.app_id}.{run.streamlet}", run.spark_conf)
+    runtime = StreamletRuntime(spark, run.app_id, run.dead_letter_topic, transport_for(run))
+    stopping = threading.Event()
+
+    def on_signal(signum, frame):
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        runtime.start(run)
+    except StreamletError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    while not stopping.is_set() and all(q.isActive for q in runtime.queries()):
+        stopping.wait(1)
+    failures = runtime.failed()
+    runtime.stop()
+    for name, error in failures:
+        print(f"error: query {name} failed: {error}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

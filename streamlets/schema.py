@@ -1,0 +1,128 @@
+"""Avro record schemas of ports: loading, checking with fastavro, and the JSON Spark needs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import fastavro
+from fastavro.schema import (
+    SchemaParseException,
+    UnknownType,
+    expand_schema,
+    fingerprint,
+    load_schema,
+    parse_schema,
+    to_parsing_canonical_form,
+)
+
+SchemaSource = str | Path | dict
+
+
+class SchemaError(ValueError):
+    """The schema text, file or dict is not a valid Avro record schema."""
+
+
+@dataclass(frozen=True)
+class AvroSchema:
+    """A parsed Avro record schema.
+
+    `schema` is the schema as a plain dict with every named type expanded inline, the form
+    both fastavro and Spark's `from_avro`/`to_avro` (jsonFormatSchema) accept.
+    """
+
+    schema: dict[str, Any]
+    origin: str = field(default="<inline>", compare=False)
+
+    @classmethod
+    def load(cls, source: SchemaSource, base_dir: Path | None = None) -> "AvroSchema":
+        """Parse `source`: a path to an .avsc file, a dict, or a JSON string.
+
+        Relative paths resolve against `base_dir` (the folder of the module declaring the
+        port). Raises SchemaError naming the file and the reason.
+        """
+        origin = "<inline>"
+        try:
+            if isinstance(source, dict):
+                raw = source
+            elif isinstance(source, str) and source.lstrip().startswith(("{", "[", '"')):
+                raw = json.loads(source)
+            elif isinstance(source, (str, Path)):
+                path = Path(source)
+                if not path.is_absolute() and base_dir is not None:
+                    path = base_dir / path
+                origin = str(path)
+                if not path.is_file():
+                    raise SchemaError(f"schema file {path} does not exist")
+                # load_schema resolves named types defined in sibling .avsc files.
+                raw = load_schema(str(path), _write_hint=False)
+            else:
+                raise SchemaError(f"a schema must be an .avsc path, a dict or a JSON string, not {type(source).__name__}")
+            expanded = expand_schema(raw)
+            parse_schema(expanded)  # full validation: types, names, defaults
+        except SchemaError:
+            raise
+        except json.JSONDecodeError as e:
+            raise SchemaError(f"schema is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+        except (SchemaParseException, UnknownType, TypeError, ValueError, KeyError) as e:
+            where = f" in {origin}" if origin != "<inline>" else ""
+            raise SchemaError(f"invalid Avro schema{where}: {e}") from None
+        if not isinstance(expanded, dict) or expanded.get("type") != "record":
+            raise SchemaError("a port schema must be an Avro record (its fields become the DataFrame's columns)")
+        return cls(expanded, origin)
+
+    @property
+    def name(self) -> str:
+        """Full name of the record, e.g. `nyc.flights.Flight`."""
+        ns = self.schema.get("namespace")
+        name = self.schema["name"]
+        return name if "." in name or not ns else f"{ns}.{name}"
+
+    @property
+    def field_names(self) -> list[str]:
+        """Top-level field names, in schema order: the columns of the decoded DataFrame."""
+        return [f["name"] for f in self.schema["fields"]]
+
+    def field(self, name: str) -> dict[str, Any] | None:
+        return next((f for f in self.schema["fields"] if f["name"] == name), None)
+
+    @property
+    def json(self) -> str:
+        """The schema as compact JSON, as given to Spark's from_avro/to_avro."""
+        return json.dumps(self.schema, separators=(",", ":"))
+
+    @property
+    def canonical_form(self) -> str:
+        """Avro Parsing Canonical Form (the spec's normalisation, used for fingerprints)."""
+        return to_parsing_canonical_form(parse_schema(self.schema))
+
+    @property
+    def fingerprint(self) -> str:
+        """CRC-64-AVRO fingerprint of the canonical form, as hex (the spec's schema id)."""
+        return fingerprint(self.canonical_form, "CRC-64-AVRO")
+
+    def parsed(self) -> dict[str, Any]:
+        """The schema as parsed by fastavro, for fastavro's readers and writers."""
+        return parse_schema(self.schema)
+
+
+def encode(schema: AvroSchema, record: dict[str, Any], parsed: dict | None = None) -> bytes:
+    """Avro binary encoding of one record, without container header (the value on the topic)."""
+    import io
+
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, parsed or schema.parsed(), record)
+    return buf.getvalue()
+
+
+def decode(schema: AvroSchema, value: bytes, parsed: dict | None = None) -> dict[str, Any]:
+    """Decode one Avro binary value; raises if it is malformed or has trailing bytes."""
+    import io
+
+    buf = io.BytesIO(value)
+    record = fastavro.schemaless_reader(buf, parsed or schema.parsed(), None)
+    if buf.tell() != len(value):
+        raise ValueError(f"{len(value) - buf.tell()} trailing bytes after the record")
+    return record

@@ -1,0 +1,94 @@
+"""Where port data lives: Kafka topics (sandbox, cluster) or folders (test kit).
+
+Both give and take DataFrames shaped like Spark's Kafka source: key, value (binary), topic,
+partition, offset, timestamp.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import DataStreamWriter
+
+KAFKA_COLUMNS = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
+
+
+class KafkaTransport:
+    """Spark's Kafka source and sink (spark-sql-kafka-0-10) on `bootstrap_servers`.
+
+    `options` are passed through (e.g. kafka.security.protocol); the source starts at the
+    earliest offset when a query has no checkpoint (Kafka `startingOffsets`), and does not
+    fail when offsets were deleted by retention (`failOnDataLoss=false` would hide loss, so it
+    stays true unless set).
+    """
+
+    def __init__(self, bootstrap_servers: str, options: Mapping[str, str] | None = None) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.options = dict(options or {})
+
+    def _reader(self, reader):
+        reader = reader.format("kafka").option("kafka.bootstrap.servers", self.bootstrap_servers)
+        for k, v in self.options.items():
+            reader = reader.option(k, v)
+        return reader
+
+    def read_stream(self, spark: "SparkSession", topic: str, max_offsets_per_trigger: int | None = None) -> "DataFrame":
+        reader = self._reader(spark.readStream).option("subscribe", topic).option("startingOffsets", "earliest")
+        if max_offsets_per_trigger:
+            reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+        return reader.load()
+
+    def read_range(self, spark: "SparkSession", topic: str, start: dict[str, int] | None, end: dict[str, int]) -> "DataFrame":
+        """Batch read of `topic` from `start` (per partition, inclusive; None: earliest) to `end` (exclusive)."""
+        parts = sorted(end, key=int)
+        starting = json.dumps({topic: {p: start.get(p, -2) for p in parts}}) if start else "earliest"
+        return (
+            self._reader(spark.read)
+            .option("assign", json.dumps({topic: [int(p) for p in parts]}))
+            .option("startingOffsets", starting)
+            .option("endingOffsets", json.dumps({topic: {p: end[p] for p in parts}}))
+            .load()
+        )
+
+    def write_stream(self, df: "DataFrame", topic: str) -> "DataStreamWriter":
+        writer = df.writeStream.format("kafka").option("kafka.bootstrap.servers", self.bootstrap_servers).option("topic", topic)
+        for k, v in self.options.items():
+            if k.startswith("kafka."):
+                writer = writer.option(k, v)
+        return writer
+
+    def write_batch(self, df: "DataFrame", topic: str) -> None:
+        df.write.format("kafka").option("kafka.bootstrap.servers", self.bootstrap_servers).option("topic", topic).save()
+
+
+class FileTransport:
+    """Each topic is a folder of Parquet files with the Kafka columns (the test kit's transport).
+
+    Streaming reads pick up files in order (Spark's file source); nothing is ever malformed here
+    because the test kit encodes every value itself.
+    """
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def folder(self, topic: str) -> Path:
+        return self.root / topic
+
+    def read_stream(self, spark: "SparkSession", topic: str, max_offsets_per_trigger: int | None = None) -> "DataFrame":
+        self.folder(topic).mkdir(parents=True, exist_ok=True)
+        # One file per micro-batch, so that tests control batch boundaries (and watermarks).
+        return spark.readStream.schema(KAFKA_COLUMNS).option("maxFilesPerTrigger", 1).parquet(str(self.folder(topic)))
+
+    def read_range(self, spark, topic, start, end) -> "DataFrame":
+        return spark.read.schema(KAFKA_COLUMNS).parquet(str(self.folder(topic)))
+
+    def write_stream(self, df: "DataFrame", topic: str) -> "DataStreamWriter":
+        self.folder(topic).mkdir(parents=True, exist_ok=True)
+        return df.writeStream.format("parquet").option("path", str(self.folder(topic)))
+
+    def write_batch(self, df: "DataFrame", topic: str) -> None:
+        df.write.mode("append").parquet(str(self.folder(topic)))

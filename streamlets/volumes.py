@@ -1,0 +1,23 @@
+"""Volume mounts: named paths a streamlet expects a volume at (a PVC in a cluster, a folder locally)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+AccessMode = Literal["ReadWriteMany", "ReadOnlyMany", "ReadWriteOnce"]
+ACCESS_MODES: tuple[str, ...] = ("ReadWriteMany", "ReadOnlyMany", "ReadWriteOnce")
+
+
+class VolumeMount:
+    """A volume the streamlet needs: `name` (DNS label), absolute `path` in the container, and
+    the Kubernetes `access_mode`. In the local sandbox the path maps to a folder under the state
+    root (or one given in the run config: `streamlets.<name>.volume-mounts.<mount> = /some/dir`).
+    """
+
+    def __init__(self, name: str, path: str, access_mode: AccessMode = "ReadWriteMany") -> None:
+        self.name = name
+        self.path = path
+        self.access_mode = access_mode
+
+    def __repr__(self) -> str:
+        return f"VolumeMount({self.name!r}, {self.path!r}, {self.access_mode!r})"

@@ -1,0 +1,137 @@
+"""`blueprint verify`: exit codes 0/1/2, text and JSON reports, no tracebacks."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import blueprint.cli as cli
+from blueprint.cli import app
+from blueprint.model import dns_label_from
+
+FIXTURES = Path(__file__).parent / "fixtures" / "verify_app"
+ROOT = Path(__file__).resolve().parents[2]
+M = "verify_fixture_streamlets"
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _fixture_modules_on_path(monkeypatch):
+    monkeypatch.setattr(sys, "path", [str(FIXTURES), *sys.path])
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "blueprint.yaml"
+    path.write_text(textwrap.dedent(text).lstrip("\n").replace("M.", f"{M}."))
+    return path
+
+
+UNCONNECTED = """
+    streamlets:
+      ingress: M.Ingress
+      printer: M.Printer
+    topics:
+      t: {producers: [ingress.out]}
+    """
+WARNING_ONLY = """
+    streamlets:
+      ingress: M.Ingress
+    """
+
+
+def test_sound_blueprint_exits_0():
+    result = runner.invoke(app, ["verify", str(FIXTURES / "blueprint.yaml")])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip().endswith("sound (3 streamlets, 2 topics)")
+
+
+def test_unconnected_inlet_exits_1_and_names_the_inlet(tmp_path):
+    path = write(tmp_path, UNCONNECTED)
+    result = runner.invoke(app, ["verify", str(path)])
+    assert result.exit_code == 1
+    first, summary = result.stdout.strip().splitlines()
+    assert first.startswith(f"{path}:3:3: error: inlet `printer.in` is not connected to a topic (hint: ")
+    assert summary == f"{path}: not sound: 1 error"
+
+
+def test_errors_come_before_warnings(tmp_path):
+    path = write(tmp_path, """
+        streamlets:
+          ingress: M.Ingress
+          printer: M.Printer
+        """)
+    lines = runner.invoke(app, ["verify", str(path)]).stdout.splitlines()
+    assert [line.split(": ")[1] for line in lines[:2]] == ["error", "warning"]
+    assert lines[2].endswith("not sound: 1 error, 1 warning")
+
+
+def test_warnings_fail_only_with_strict(tmp_path):
+    path = write(tmp_path, WARNING_ONLY)
+    relaxed = runner.invoke(app, ["verify", str(path)])
+    assert relaxed.exit_code == 0 and relaxed.stdout.strip().endswith("sound (1 streamlet, 0 topics) with 1 warning")
+    assert runner.invoke(app, ["verify", str(path), "--strict"]).exit_code == 1
+
+
+def test_json_report(tmp_path):
+    path = write(tmp_path, UNCONNECTED)
+    result = runner.invoke(app, ["verify", str(path), "--format", "json"])
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert (report["sound"], report["errors"], report["warnings"], report["app_id"]) == (False, 1, 0, dns_label_from(tmp_path.name))
+    [problem] = report["problems"]
+    assert problem["code"] == "unconnected-inlet" and (problem["line"], problem["column"]) == (3, 3)
+
+
+def test_malformed_yaml_is_a_problem_with_a_position(tmp_path):
+    path = tmp_path / "blueprint.yaml"
+    path.write_text("streamlets:\n  a: [x\n")
+    result = runner.invoke(app, ["verify", str(path), "-f", "json"])
+    assert result.exit_code == 1
+    [problem] = json.loads(result.stdout)["problems"]
+    assert problem["code"] == "invalid-blueprint" and problem["line"] == 3
+
+
+def test_missing_file_and_bad_usage_exit_2(tmp_path):
+    result = runner.invoke(app, ["verify", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"error: {tmp_path / 'nope.yaml'}: cannot read blueprint: No such file or directory"
+    assert runner.invoke(app, ["verify", str(FIXTURES / "blueprint.yaml"), "--format", "xml"]).exit_code == 2
+    assert runner.invoke(app, ["verify"]).exit_code == 2
+
+
+def test_user_module_output_and_failures_do_not_break_the_report(tmp_path):
+    (tmp_path / "cli_noisy.py").write_text("print('hello from import')\nraise ValueError('broken module')\n")
+    path = write(tmp_path, "streamlets:\n  noisy: cli_noisy.X\n")
+    result = runner.invoke(app, ["verify", str(path), "--format", "json"])
+    assert result.exit_code == 1
+    [problem] = json.loads(result.stdout)["problems"]  # the print went to stderr
+    assert "ValueError: broken module (at cli_noisy.py:2)" in problem["message"]
+
+
+def test_internal_errors_are_one_line(tmp_path, monkeypatch):
+    def explode(blueprint):
+        raise KeyError("surprise")
+
+    monkeypatch.setattr(cli, "verify_blueprint", explode)
+    result = runner.invoke(app, ["verify", str(FIXTURES / "blueprint.yaml")])
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: internal error while verifying {FIXTURES / 'blueprint.yaml'}: KeyError: 'surprise'"]
+
+
+def test_python_m_blueprint_cli(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(FIXTURES)])}
+    run = lambda *args: subprocess.run([sys.executable, "-m", "blueprint.cli", "verify", *args],
+                                       capture_output=True, text=True, env=env, timeout=120)
+    ok = run(str(FIXTURES / "blueprint.yaml"))
+    assert ok.returncode == 0, ok.stderr
+    bad = run(str(write(tmp_path, UNCONNECTED)))
+    assert bad.returncode == 1 and "`printer.in`" in bad.stdout
+    assert "\x1b[" not in bad.stdout  # no colour when stdout is not a terminal
+    missing = run(str(tmp_path / "missing.yaml"))
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
