@@ -36,6 +36,39 @@ def connector_packages(version: str | None = None) -> list[str]:
     return [f"org.apache.spark:spark-sql-kafka-0-10_{scala}:{v}", f"org.apache.spark:spark-avro_{scala}:{v}"]
 
 
+def _manifest() -> Path:
+    return cache_root() / f"spark-connectors-{spark_version()}.txt"
+
+
+def cached_connector_jars() -> list[str] | None:
+    """The connector jars resolved by an earlier session, if all are still in the cache.
+
+    Passing them as `spark.jars` skips Ivy's resolution (which checks remote repositories
+    even when everything is cached) and saves seconds on every session start.
+    """
+    manifest = _manifest()
+    if not manifest.is_file():
+        return None
+    jars = [line.strip() for line in manifest.read_text().splitlines() if line.strip()]
+    return jars if jars and all(Path(j).is_file() for j in jars) else None
+
+
+def _remember_connector_jars(resolved: str) -> None:
+    """Record the jars Ivy resolved, minus those PySpark already ships (hadoop-client, lz4...)."""
+    import pyspark
+
+    shipped = {p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    jars = []
+    for uri in filter(None, resolved.split(",")):
+        path = Path(uri.removeprefix("file://"))
+        if path.name.partition("_")[2] not in shipped:
+            jars.append(str(path))
+    if jars:
+        tmp = _manifest().with_suffix(".tmp")
+        tmp.write_text("\n".join(jars) + "\n")
+        os.replace(tmp, _manifest())
+
+
 def maven_mirrors(settings: Path | None = None) -> list[str]:
     """Mirror URLs from Maven's settings.xml (~/.m2/settings.xml), blocked mirrors left out."""
     path = settings or Path.home() / ".m2" / "settings.xml"
@@ -82,15 +115,40 @@ def build_spark_session(
     from pyspark.sql import SparkSession
 
     settings = dict(DEFAULT_CONF)
-    settings["spark.jars.packages"] = ",".join(connector_packages())
-    settings["spark.jars.ivy"] = str(cache_root() / "ivy")
-    mirrors = maven_mirrors()
-    if mirrors:
-        settings["spark.jars.repositories"] = ",".join(mirrors)
+    jars = cached_connector_jars()
+    if jars:
+        settings["spark.jars"] = ",".join(jars)
+    else:
+        settings["spark.jars.packages"] = ",".join(connector_packages())
+        settings["spark.jars.ivy"] = str(cache_root() / "ivy")
+        mirrors = maven_mirrors()
+        if mirrors:
+            settings["spark.jars.repositories"] = ",".join(mirrors)
     settings.update(conf or {})
     builder = SparkSession.builder.appName(app_name).master(master or os.environ.get("SPARK_MASTER", "local[*]"))
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
+    if not jars and "spark.jars.packages" in settings:
+        _remember_connector_jars(spark.sparkContext.getConf().get("spark.jars", ""))
     spark.sparkContext.setLogLevel(os.environ.get("STREAMLETS_SPARK_LOG_LEVEL", "WARN"))
     return spark
+
+
+def _resolve_main() -> None:
+    """`python -m streamlets.spark_session --resolve`: fetch the connectors into the cache."""
+    import sys
+    import time
+
+    if "--resolve" not in sys.argv[1:]:
+        print("usage: python -m streamlets.spark_session --resolve", file=sys.stderr)
+        raise SystemExit(2)
+    start = time.time()
+    spark = build_spark_session("resolve-connectors", master="local[1]")
+    spark.stop()
+    jars = cached_connector_jars() or []
+    print(f"   {len(jars)} connector jars cached, listed in {_manifest()} ({time.time() - start:.0f} s)")
+
+
+if __name__ == "__main__":
+    _resolve_main()

@@ -39,7 +39,8 @@ _ARROW_KAFKA = pa.schema(
 
 @dataclass
 class TestkitResult:
-    """Decoded outlet records by outlet name (dicts as fastavro reads them), and query progress."""
+    """Decoded outlet records by outlet name (dicts as fastavro reads them), in the order written
+    (micro-batch by micro-batch), their Kafka keys, and the queries' progress totals."""
 
     outlets: dict[str, list[dict[str, Any]]]
     keys: dict[str, list[str | None]] = field(default_factory=dict)
@@ -114,11 +115,10 @@ def run_streamlet(
     outlets: dict[str, list[dict[str, Any]]] = {}
     keys: dict[str, list[str | None]] = {}
     for outlet in shape.outlets:
-        folder = transport.folder(outlet.name)
-        values = spark.read.schema("key binary, value binary").parquet(str(folder)).collect() if folder.exists() else []
+        pairs = transport.written(outlet.name)
         parsed = outlet.schema.parsed()
-        outlets[outlet.name] = [decode(outlet.schema, bytes(r.value), parsed) for r in values]
-        keys[outlet.name] = [bytes(r.key).decode() if r.key is not None else None for r in values]
+        outlets[outlet.name] = [decode(outlet.schema, value, parsed) for _, value in pairs]
+        keys[outlet.name] = [key.decode() if key is not None else None for key, _ in pairs]
     return TestkitResult(outlets, keys, {k: v for k, v in runtime.monitor.stats.items()})
 
 

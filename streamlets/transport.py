@@ -87,8 +87,39 @@ class FileTransport:
         return spark.read.schema(KAFKA_COLUMNS).parquet(str(self.folder(topic)))
 
     def write_stream(self, df: "DataFrame", topic: str) -> "DataStreamWriter":
-        self.folder(topic).mkdir(parents=True, exist_ok=True)
-        return df.writeStream.format("parquet").option("path", str(self.folder(topic)))
+        """One Parquet file per micro-batch, `batch-<id>.parquet`, rows in the batch's order.
+
+        Through foreachBatch, so that every output mode works (Spark's file sink is append-only)
+        and a replayed batch replaces its file. Rows are collected on the driver: test sizes.
+        """
+        folder = self.folder(topic)
+        folder.mkdir(parents=True, exist_ok=True)
+
+        def write(batch: "DataFrame", batch_id: int) -> None:
+            import os
+
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            rows = batch.select("key", "value").collect()
+            table = pa.table({"key": [None if r.key is None else bytes(r.key) for r in rows],
+                              "value": [None if r.value is None else bytes(r.value) for r in rows]},
+                             schema=pa.schema([("key", pa.binary()), ("value", pa.binary())]))
+            tmp = folder / f".batch-{batch_id:08d}.tmp"
+            pq.write_table(table, tmp)
+            os.replace(tmp, folder / f"batch-{batch_id:08d}.parquet")
+
+        return df.writeStream.foreachBatch(write)
+
+    def written(self, topic: str) -> list[tuple[bytes | None, bytes | None]]:
+        """(key, value) pairs written to `topic`, in batch order and, within a batch, row order."""
+        import pyarrow.parquet as pq
+
+        pairs: list[tuple[bytes | None, bytes | None]] = []
+        for path in sorted(self.folder(topic).glob("batch-*.parquet")):
+            table = pq.read_table(path)
+            pairs.extend(zip(table.column("key").to_pylist(), table.column("value").to_pylist()))
+        return pairs
 
     def write_batch(self, df: "DataFrame", topic: str) -> None:
         df.write.mode("append").parquet(str(self.folder(topic)))

@@ -1,0 +1,643 @@
+"""Benchmark: a one-inlet, one-outlet mapping streamlet against the hand-written PySpark job.
+
+    python bench/bench_map.py [--records 1000000] [--rounds 3] [--partitions 2]
+                              [--max-offsets-per-trigger N] [--variants baseline,streamlet]
+
+Both jobs read the same Kafka topic of Avro-encoded flight events (12 fields: strings, ints,
+nullable strings and doubles, timestamp-millis, boolean), add `dep_delay_hours` (dep_delay / 60)
+and write Avro records of the same output schema, keyed by flight_id, to a fresh output topic,
+with Trigger.AvailableNow and a fresh checkpoint. One SparkSession (local[2]) runs everything;
+the jobs run one at a time, alternating which goes first in each round.
+
+- baseline: Kafka source -> from_avro (FAILFAST, the default) -> withColumn -> to_avro + key ->
+  Kafka sink: what one writes by hand.
+- streamlet: `Mapper`, a Streamlet started by StreamletRuntime (dead-letter handling: from_avro
+  PERMISSIVE, an observed metric counting malformed values, a filter; progress listener).
+
+Each run is timed from start (building the query) to awaitTermination (wall clock); records/s is
+records / seconds. Every run is checked: its output topic must hold exactly --records records,
+and samples from each output partition (start, middle, end) must decode (fastavro) to the mapped
+values of the input records they came from, with the Kafka key = flight_id.
+
+The printed ratio is median streamlet records/s / median baseline records/s (goal >= 0.95).
+Results also go to bench/results/map.json. `--variants all` adds intermediate hand-written jobs
+that isolate what each part of the streamlet's data path costs (see bench/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+if str(REPO) not in sys.path:  # run as a script from anywhere: the repo's packages first
+    sys.path.insert(0, str(REPO))
+
+import fastavro  # noqa: E402
+
+from streamlets import AvroInlet, AvroOutlet, Streamlet  # noqa: E402
+
+# ---------------------------------------------------------------------------------------------
+# Schemas and records
+
+FLIGHT_EVENT = {
+    "type": "record",
+    "name": "FlightEvent",
+    "namespace": "bench.flights",
+    "fields": [
+        {"name": "flight_id", "type": "string"},
+        {"name": "origin", "type": "string"},
+        {"name": "dest", "type": "string"},
+        {"name": "carrier", "type": "string"},
+        {"name": "flight", "type": "int"},
+        {"name": "tailnum", "type": ["null", "string"], "default": None},
+        {"name": "time_hour", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "sched_dep_time", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "dep_delay", "type": ["null", "double"], "default": None},
+        {"name": "arr_delay", "type": ["null", "double"], "default": None},
+        {"name": "distance", "type": "int"},
+        {"name": "cancelled", "type": "boolean"},
+    ],
+}
+
+MAPPED_FLIGHT = {
+    "type": "record",
+    "name": "MappedFlight",
+    "namespace": "bench.flights",
+    "fields": FLIGHT_EVENT["fields"] + [{"name": "dep_delay_hours", "type": ["null", "double"], "default": None}],
+}
+
+KEY_FIELD = "flight_id"
+ORIGINS = ("EWR", "JFK", "LGA")
+DESTS = ("ATL", "BOS", "CLT", "DCA", "DEN", "DFW", "DTW", "FLL", "IAH", "LAX",
+         "MCO", "MIA", "MSP", "ORD", "RDU", "SFO", "SEA", "TPA", "PHL", "BNA")
+CARRIERS = ("UA", "AA", "B6", "DL", "EV", "MQ", "US", "WN", "VX", "FL", "AS", "9E")
+BASE_MS = 1_356_998_400_000  # 2013-01-01T00:00:00Z
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _mix(i: int) -> int:
+    """A cheap deterministic hash of the record index (so records can be rebuilt to check output)."""
+    x = (i * 0x9E3779B1 + 0x7F4A7C15) & 0xFFFFFFFF
+    x ^= x >> 15
+    x = (x * 0x2C1B3C6D) & 0xFFFFFFFF
+    return x ^ (x >> 12)
+
+
+def flight_record(i: int) -> dict[str, Any]:
+    """Input record number `i` (deterministic): about 70 bytes of Avro."""
+    h = _mix(i)
+    cancelled = h % 37 == 0
+    time_hour = BASE_MS + (i // 40) * 3_600_000
+    carrier = CARRIERS[h % len(CARRIERS)]
+    flight = 1 + (h >> 4) % 6000
+    origin = ORIGINS[i % 3]
+    return {
+        "flight_id": f"2013{1 + (i // 40) % 12:02d}{1 + (i // 480) % 28:02d}-{carrier}{flight}-{origin}-{i}",
+        "origin": origin,
+        "dest": DESTS[(h >> 8) % len(DESTS)],
+        "carrier": carrier,
+        "flight": flight,
+        "tailnum": None if h % 53 == 0 else f"N{(h >> 6) % 1000:03d}{carrier}",
+        "time_hour": time_hour,
+        "sched_dep_time": time_hour + ((h >> 10) % 60) * 60_000,
+        "dep_delay": None if cancelled else float((h >> 12) % 180) - 20.0 + ((h >> 3) % 4) * 0.25,
+        "arr_delay": None if cancelled or h % 41 == 0 else float((h >> 14) % 200) - 30.0,
+        "distance": 80 + (h >> 16) % 4900,
+        "cancelled": cancelled,
+    }
+
+
+def record_index(flight_id: str) -> int:
+    return int(flight_id.rsplit("-", 1)[1])
+
+
+def expected_output(i: int) -> dict[str, Any]:
+    """What both jobs must write for input record `i` (the map, in Python)."""
+    rec = flight_record(i)
+    rec["dep_delay_hours"] = None if rec["dep_delay"] is None else rec["dep_delay"] / 60.0
+    return rec
+
+
+def spark_map(df):
+    """The map, as a Spark expression: the same in both jobs."""
+    from pyspark.sql import functions as F
+
+    return df.withColumn("dep_delay_hours", F.col("dep_delay") / F.lit(60.0))
+
+
+class Mapper(Streamlet):
+    """Adds dep_delay_hours to each flight event."""
+
+    inlet = AvroInlet("in", FLIGHT_EVENT)
+    out = AvroOutlet("out", MAPPED_FLIGHT, key=KEY_FIELD)
+
+    def create_logic(self, ctx) -> None:
+        ctx.write_stream(spark_map(ctx.read_stream(self.inlet)), self.out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kafka: fill the input topic, check an output topic
+
+
+def produce_records(bootstrap: str, topic: str, n: int, partitions: int, start: int = 0) -> float:
+    """Write records start..start+n-1 to `topic` (record i to partition i % partitions); seconds taken."""
+    from confluent_kafka import Producer
+
+    parsed = fastavro.parse_schema(FLIGHT_EVENT)
+    producer = Producer({
+        "bootstrap.servers": bootstrap,
+        "linger.ms": 50,
+        "batch.size": 1_000_000,
+        "queue.buffering.max.messages": 1_000_000,
+        "queue.buffering.max.kbytes": 1_048_576,
+        "acks": "1",
+        "enable.idempotence": False,
+        "compression.type": "none",
+    })
+    t0 = time.perf_counter()
+    buf = io.BytesIO()
+    for i in range(start, start + n):
+        rec = flight_record(i)
+        buf.seek(0)
+        buf.truncate()
+        fastavro.schemaless_writer(buf, parsed, rec)
+        while True:
+            try:
+                producer.produce(topic, buf.getvalue(), rec["flight_id"].encode(), partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    left = producer.flush(120)
+    if left:
+        raise RuntimeError(f"{left} records left unsent to {topic}")
+    return time.perf_counter() - t0
+
+
+def _ms(value: Any) -> Any:
+    return round((value - EPOCH) / timedelta(milliseconds=1)) if isinstance(value, datetime) else value
+
+
+def check_output(bootstrap: str, topic: str, n: int, sample: int = 300) -> int:
+    """Check `topic` holds exactly n records and that samples decode to the expected mapped records.
+
+    Samples `sample` records at the start, middle and end of every partition. Returns how many
+    records were checked; raises AssertionError on the first difference."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from blueprint.sandbox.kafka_broker import end_offsets
+
+    ends = end_offsets(bootstrap, topic)
+    total = sum(ends.values())
+    assert total == n, f"{topic}: {total} records, expected {n}"
+    parsed = fastavro.parse_schema(MAPPED_FLIGHT)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-check", "enable.auto.commit": False})
+    checked = 0
+    try:
+        for p, end in ends.items():
+            starts = sorted({0, max(0, end // 2 - sample // 2), max(0, end - sample)})
+            for s in starts:
+                want = min(sample, end - s)
+                if want <= 0:
+                    continue
+                consumer.assign([TopicPartition(topic, p, s)])
+                got, deadline = 0, time.monotonic() + 30
+                while got < want and time.monotonic() < deadline:
+                    for msg in consumer.consume(min(want - got, 500), timeout=1.0):
+                        if msg.error() is not None:
+                            raise AssertionError(f"{topic}[{p}]: {msg.error()}")
+                        value = fastavro.schemaless_reader(io.BytesIO(msg.value()), parsed, None)
+                        record = {k: _ms(v) for k, v in value.items()}
+                        i = record_index(record[KEY_FIELD])
+                        expected = expected_output(i)
+                        assert record == expected, f"{topic}[{p}]@{msg.offset()}: {record} != {expected}"
+                        assert msg.key() == expected[KEY_FIELD].encode(), f"{topic}[{p}]@{msg.offset()}: key {msg.key()!r}"
+                        got += 1
+                assert got == want, f"{topic}[{p}]: read {got} of {want} records from offset {s}"
+                checked += got
+    finally:
+        consumer.close()
+    return checked
+
+
+# ---------------------------------------------------------------------------------------------
+# The jobs
+
+
+class Job:
+    """One way of running the map: `start(...)` starts it and returns the queries to wait for;
+    `finish()` runs after awaitTermination (outside the timed part)."""
+
+    name = "?"
+    description = ""
+
+    def __init__(self, spark, bootstrap: str, max_offsets: int | None) -> None:
+        self.spark = spark
+        self.bootstrap = bootstrap
+        self.max_offsets = max_offsets
+
+    def start(self, in_topic: str, out_topic: str, checkpoint: str) -> list:
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        pass
+
+    # Hand-written jobs share these: the same source and sink options the streamlet's transport uses.
+    def source(self):
+        reader = (self.spark.readStream.format("kafka")
+                  .option("kafka.bootstrap.servers", self.bootstrap)
+                  .option("subscribe", self._in_topic)
+                  .option("startingOffsets", "earliest"))
+        if self.max_offsets:
+            reader = reader.option("maxOffsetsPerTrigger", str(self.max_offsets))
+        return reader.load()
+
+    def sink(self, df, out_topic: str, checkpoint: str):
+        return (df.writeStream.format("kafka")
+                .option("kafka.bootstrap.servers", self.bootstrap)
+                .option("topic", out_topic)
+                .option("checkpointLocation", checkpoint)
+                .trigger(availableNow=True)
+                .queryName(f"{self.name}-{Path(checkpoint).name}")
+                .start())
+
+
+def _encode(df):
+    """The hand-written outlet: key = flight_id as string, value = to_avro of the output fields."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import to_avro
+
+    fields = [f["name"] for f in MAPPED_FLIGHT["fields"]]
+    return df.select(F.col(KEY_FIELD).cast("string").alias("key"),
+                     to_avro(F.struct(*[F.col(f) for f in fields]), json.dumps(MAPPED_FLIGHT)).alias("value"))
+
+
+class Baseline(Job):
+    name = "baseline"
+    description = "hand-written: from_avro FAILFAST -> map -> to_avro"
+
+    def start(self, in_topic, out_topic, checkpoint):
+        from pyspark.sql import functions as F
+        from pyspark.sql.avro.functions import from_avro
+
+        self._in_topic = in_topic
+        records = self.source().select(from_avro(F.col("value"), json.dumps(FLIGHT_EVENT)).alias("r")).select("r.*")
+        return [self.sink(_encode(spark_map(records)), out_topic, checkpoint)]
+
+
+class Permissive(Job):
+    name = "permissive"
+    description = "hand-written, from_avro PERMISSIVE, no filter"
+
+    def start(self, in_topic, out_topic, checkpoint):
+        from pyspark.sql import functions as F
+        from pyspark.sql.avro.functions import from_avro
+
+        self._in_topic = in_topic
+        records = (self.source()
+                   .select(from_avro(F.col("value"), json.dumps(FLIGHT_EVENT), {"mode": "PERMISSIVE"}).alias("r"))
+                   .select("r.*"))
+        return [self.sink(_encode(spark_map(records)), out_topic, checkpoint)]
+
+
+class SdkFilter(Job):
+    name = "sdk-filter"
+    description = "codec.decode_value PERMISSIVE + malformed filter (no observe), codec.encode_outlet"
+
+    def start(self, in_topic, out_topic, checkpoint):
+        from pyspark.sql import functions as F
+
+        from streamlets.codec import MALFORMED, decode_value, encode_outlet, record_columns
+
+        self._in_topic = in_topic
+        schema, out_schema = Mapper.inlet.schema, Mapper.out.schema
+        decoded = decode_value(self.source(), schema, permissive=True)
+        records = record_columns(decoded.where(~F.col(MALFORMED)), schema)
+        encoded = encode_outlet(spark_map(records), out_schema, (KEY_FIELD,), "bench")
+        return [self.sink(encoded, out_topic, checkpoint)]
+
+
+class SdkObserve(Job):
+    name = "sdk-path"
+    description = "the streamlet's exact plan (decode_value + observe + filter + encode_outlet), no runtime"
+
+    def start(self, in_topic, out_topic, checkpoint):
+        from pyspark.sql import functions as F
+
+        from streamlets.codec import MALFORMED, decode_value, encode_outlet, record_columns
+        from streamlets.deadletter import observation_name
+
+        self._in_topic = in_topic
+        schema, out_schema = Mapper.inlet.schema, Mapper.out.schema
+        decoded = decode_value(self.source(), schema, permissive=True).observe(
+            observation_name("in"),
+            F.count(F.lit(1)).alias("records"),
+            F.sum(F.col(MALFORMED).cast("long")).alias("malformed"),
+        )
+        records = record_columns(decoded.where(~F.col(MALFORMED)), schema)
+        encoded = encode_outlet(spark_map(records), out_schema, (KEY_FIELD,), "bench")
+        return [self.sink(encoded, out_topic, checkpoint)]
+
+
+class StreamletJob(Job):
+    name = "streamlet"
+    description = "Mapper started by StreamletRuntime (KafkaTransport, dead letters, progress monitor)"
+
+    def start(self, in_topic, out_topic, checkpoint):
+        from streamlets.runconfig import StreamletRunConfig
+        from streamlets.runner import StreamletRuntime
+        from streamlets.transport import KafkaTransport
+
+        run = StreamletRunConfig(
+            app_id="bench", streamlet="mapper", class_name=f"{Mapper.__module__}.Mapper",
+            topics={"in": in_topic, "out": out_topic}, bootstrap_servers=self.bootstrap,
+            checkpoint_root=checkpoint, dead_letter_topic=DEAD_LETTERS, available_now=True,
+            max_offsets_per_trigger=self.max_offsets,
+        )
+        self.runtime = StreamletRuntime(self.spark, "bench", DEAD_LETTERS, KafkaTransport(self.bootstrap))
+        self.ctx = self.runtime.start_class(Mapper, run)
+        return list(self.ctx.queries)
+
+    def finish(self):
+        self.runtime.stop()
+        dl = self.runtime.dead_letters
+        if dl.errors or any(dl.written.values()):
+            raise AssertionError(f"streamlet reported dead letters: {dl.written} {dl.errors}")
+
+
+DEAD_LETTERS = "bench.dead-letters"
+JOBS: dict[str, type[Job]] = {j.name: j for j in (Baseline, Permissive, SdkFilter, SdkObserve, StreamletJob)}
+DEFAULT_VARIANTS = ("baseline", "streamlet")
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+
+
+def _progress_ms(queries) -> dict[str, int]:
+    """Sum over the queries' micro-batches of Spark's own durations (ms), and the batch count."""
+    out: dict[str, int] = {"batches": 0}
+    for q in queries:
+        for p in q.recentProgress:
+            out["batches"] += 1
+            for k, v in (p.durationMs or {}).items():
+                out[k] = out.get(k, 0) + int(v)
+    return out
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds used so far by process `pid`, all threads (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def jvm_pid(spark) -> int:
+    return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+
+
+def run_once(job: Job, bootstrap: str, in_topic: str, out_topic: str, partitions: int, checkpoint: str,
+             n: int, check: bool = True) -> dict[str, Any]:
+    from blueprint.sandbox.kafka_broker import create_topics
+
+    create_topics(bootstrap, [(out_topic, partitions, {})])
+    pid = jvm_pid(job.spark)
+    cpu0, py0 = process_cpu_seconds(pid), time.process_time()
+    t0 = time.perf_counter()
+    queries = job.start(in_topic, out_topic, checkpoint)
+    for q in queries:
+        q.awaitTermination()
+    seconds = time.perf_counter() - t0
+    # CPU of the Spark JVM (driver and executor threads) and of this Python process (the driver
+    # side of PySpark, listeners): far less sensitive than wall time to other jobs on the machine.
+    cpu = process_cpu_seconds(pid) - cpu0 + time.process_time() - py0
+    for q in queries:
+        if q.exception() is not None:
+            raise RuntimeError(f"{job.name}: query {q.name} failed: {q.exception()}")
+    spark_ms = _progress_ms(queries)
+    job.finish()
+    checked = check_output(bootstrap, out_topic, n) if check else 0
+    return {"seconds": seconds, "rps": n / seconds, "cpu_seconds": cpu, "rpcs": n / cpu, "checked": checked,
+            "spark_ms": spark_ms}
+
+
+def delete_topics(bootstrap: str, topics: list[str]) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    """Delete finished output topics (only to keep the broker's disk use down: failures are ignored)."""
+    if topics:
+        for fut in AdminClient({"bootstrap.servers": bootstrap}).delete_topics(topics, operation_timeout=30).values():
+            try:
+                fut.exception(60)
+            except Exception as e:  # a slow broker under load: the topic just stays
+                print(f"  (deleting topics {topics} did not finish: {type(e).__name__})", flush=True)
+
+
+def parse_variants(text: str) -> list[str]:
+    if text == "all":
+        return list(JOBS)
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    unknown = [v for v in names if v not in JOBS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(JOBS)}, all")
+    for required in DEFAULT_VARIANTS:
+        if required not in names:
+            names.append(required)
+    return names
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python bench/bench_map.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000, help="records in the input topic (default 1000000)")
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds; each runs every variant once (default 3)")
+    parser.add_argument("--partitions", type=int, default=2, help="partitions of the input and output topics (default 2)")
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=None, metavar="N",
+                        help="Kafka source maxOffsetsPerTrigger, set identically on every job (default: unset, "
+                             "so AvailableNow reads everything in one micro-batch)")
+    parser.add_argument("--warmup-records", type=int, default=None, metavar="N",
+                        help="warm up on a separate topic of N records (default: one untimed run of each job on the "
+                             "whole input topic; a small topic leaves the JIT cold and round 1 about 30%% slow)")
+    parser.add_argument("--warmup-runs", type=int, default=1, help="untimed runs of each job before round 1 (default 1)")
+    parser.add_argument("--variants", type=parse_variants, default=list(DEFAULT_VARIANTS),
+                        help=f"comma-separated jobs to time, or 'all' ({', '.join(JOBS)}); "
+                             "baseline and streamlet are always included")
+    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument("--explain", action="store_true", help="print each job's physical plan (from the warm-up)")
+    parser.add_argument("--output", default=str(HERE / "results" / "map.json"), help="JSON results file")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder (broker data, checkpoints)")
+    return parser
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.records <= 0 or args.rounds <= 0 or args.partitions <= 0:
+        print("error: --records, --rounds and --partitions must be positive", file=sys.stderr)
+        return 2
+    from blueprint.sandbox.kafka_broker import KafkaBroker, create_topics
+    from streamlets.spark_session import build_spark_session
+
+    # Spark's AvroSerializer warns once per task that the schema's non-nullable fields come from
+    # nullable columns (true of both jobs); keep the table readable.
+    os.environ.setdefault("STREAMLETS_SPARK_LOG_LEVEL", "ERROR")
+
+    variants: list[str] = args.variants
+    tmp = Path(tempfile.mkdtemp(prefix="bench-map-"))
+    broker = KafkaBroker(tmp / "kafka", heap="1g")
+    spark = None
+    try:
+        broker.start()
+        bootstrap = broker.bootstrap_servers
+        in_topic = "bench.in"
+        warm_topic, warm_n = (("bench.warmup", args.warmup_records) if args.warmup_records
+                              else (in_topic, args.records))
+        create_topics(bootstrap, [(in_topic, args.partitions, {}), (warm_topic, args.partitions, {}),
+                                  (DEAD_LETTERS, 1, {})])
+        print(f"producing {args.records} records to {in_topic} ({args.partitions} partitions) ...", flush=True)
+        produce_s = produce_records(bootstrap, in_topic, args.records, args.partitions)
+        if warm_topic != in_topic:
+            produce_records(bootstrap, warm_topic, warm_n, args.partitions, start=10**9)
+        print(f"  {produce_s:.1f} s ({args.records / produce_s:,.0f} records/s)", flush=True)
+
+        spark = build_spark_session("bench-map", master=args.master)
+        jobs = {name: JOBS[name](spark, bootstrap, args.max_offsets_per_trigger) for name in variants}
+
+        print(f"warm-up: {args.warmup_runs} untimed run(s) of each job on {warm_topic} ({warm_n} records) ...",
+              flush=True)
+        for w in range(args.warmup_runs):
+            for name, job in jobs.items():
+                out = f"bench.warm.{name}.{w}"
+                r = run_once(job, bootstrap, warm_topic, out, args.partitions, str(tmp / "cp" / f"warm-{name}-{w}"),
+                             warm_n)
+                print(f"  {name:<11} {r['seconds']:7.2f} s  (checked {r['checked']} records)", flush=True)
+                delete_topics(bootstrap, [out])
+        if args.explain:
+            explain_jobs(jobs, bootstrap, warm_topic, tmp)
+
+        rounds: list[dict[str, Any]] = []
+        load_before = os.getloadavg()
+        for rnd in range(args.rounds):
+            order = variants[rnd % len(variants):] + variants[:rnd % len(variants)]
+            row: dict[str, Any] = {"round": rnd + 1, "order": order}
+            for name in order:
+                out = f"bench.out.{name}.{rnd}"
+                r = run_once(jobs[name], bootstrap, in_topic, out, args.partitions,
+                             str(tmp / "cp" / f"{name}-{rnd}"), args.records)
+                row[name] = r
+                print(f"  round {rnd + 1} {name:<11} {r['seconds']:7.2f} s {r['rps']:>12,.0f} records/s  "
+                      f"cpu {r['cpu_seconds']:6.2f} s  (batches {r['spark_ms']['batches']}, checked {r['checked']})",
+                      flush=True)
+                delete_topics(bootstrap, [out])
+            rounds.append(row)
+        load_after = os.getloadavg()
+
+        medians = {name: {k: _median([r[name][k] for r in rounds]) for k in ("seconds", "rps", "cpu_seconds", "rpcs")}
+                   for name in variants}
+        best = {name: {"seconds": min(r[name]["seconds"] for r in rounds),
+                       "rps": max(r[name]["rps"] for r in rounds)} for name in variants}
+        ratio = medians["streamlet"]["rps"] / medians["baseline"]["rps"]
+        per_round = [r["streamlet"]["rps"] / r["baseline"]["rps"] for r in rounds]
+        result = {
+            "benchmark": "map",
+            "records": args.records,
+            "rounds": args.rounds,
+            "partitions": args.partitions,
+            "max_offsets_per_trigger": args.max_offsets_per_trigger,
+            "master": args.master,
+            "variants": {name: JOBS[name].description for name in variants},
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                        "spark": spark.version, "loadavg_before": load_before, "loadavg_after": load_after},
+            "produce_seconds": produce_s,
+            "runs": rounds,
+            "median": medians,
+            "best": best,
+            "ratio": ratio,
+            "ratio_per_round": per_round,
+            "ratio_best": best["streamlet"]["rps"] / best["baseline"]["rps"],
+            "ratio_paired_median": _median(per_round),
+            "cpu_ratio": medians["streamlet"]["rpcs"] / medians["baseline"]["rpcs"],
+            "goal": 0.95,
+            "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+        print_table(result, variants)
+        out_path = Path(args.output)
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out_path.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"results written to {out_path}")
+        return 0
+    finally:
+        if spark is not None:
+            spark.stop()
+        broker.stop()
+        if args.keep:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def explain_jobs(jobs: dict[str, Job], bootstrap: str, topic: str, tmp: Path) -> None:
+    """Print the executed physical plan of each job (one more small run each, untimed)."""
+    for name, job in jobs.items():
+        out = f"bench.explain.{name}"
+        from blueprint.sandbox.kafka_broker import create_topics
+
+        create_topics(bootstrap, [(out, 1, {})])
+        queries = job.start(topic, out, str(tmp / "cp" / f"explain-{name}"))
+        for q in queries:
+            q.awaitTermination()
+        print(f"\n===== {name}: {JOBS[name].description}")
+        for q in queries:
+            q.explain()
+        job.finish()
+        delete_topics(bootstrap, [out])
+
+
+def print_table(result: dict[str, Any], variants: list[str]) -> None:
+    n = result["records"]
+    mot = result["max_offsets_per_trigger"]
+    print()
+    print(f"map benchmark: {n:,} records, {result['partitions']} partitions, {result['master']}, "
+          f"maxOffsetsPerTrigger={mot if mot else 'unset'}, Spark {result['machine']['spark']}, "
+          f"{result['machine']['cpus']} CPUs, load average {result['machine']['loadavg_before'][0]:.1f} at the start")
+    head = f"{'round':<7}" + "".join(f"{v + ' s':>14}{'rec/s':>10}{'cpu s':>7}" for v in variants) + f"{'ratio':>7}"
+    print(head)
+    print("-" * len(head))
+
+    def cells(r: dict[str, Any]) -> str:
+        return f"{r['seconds']:>14.2f}{r['rps']:>10,.0f}{r['cpu_seconds']:>7.1f}"
+
+    for row, ratio in zip(result["runs"], result["ratio_per_round"]):
+        print(f"{row['round']:<7}" + "".join(cells(row[v]) for v in variants) + f"{ratio:>7.3f}")
+    med = result["median"]
+    print(f"{'median':<7}" + "".join(cells(med[v]) for v in variants) + f"{result['ratio']:>7.3f}")
+    print()
+    for v in variants:
+        if v != "baseline":
+            print(f"  {v:<11} / baseline: records/s {med[v]['rps'] / med['baseline']['rps']:.3f}, "
+                  f"records per CPU-second {med[v]['rpcs'] / med['baseline']['rpcs']:.3f}   ({JOBS[v].description})")
+    verdict = "meets" if result["ratio"] >= result["goal"] else "MISSES"
+    print(f"\nratio = streamlet records/s / baseline records/s (medians) = {result['ratio']:.3f}  "
+          f"({verdict} the goal of {result['goal']})")
+    print(f"  median of the per-round ratios: {result['ratio_paired_median']:.3f}; best round of each: "
+          f"{result['ratio_best']:.3f}; records per CPU-second (Spark JVM + Python): {result['cpu_ratio']:.3f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,23 @@
+"""Shared fixtures: one SparkSession and one Kafka broker per test session (both started lazily)."""
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The test kit's local SparkSession (local[2]), shared by every test that asks for it."""
+    from streamlets.testkit import spark_session
+
+    session = spark_session()
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory):
+    """A real single-node Kafka broker (KRaft) for the whole session; topics are per test."""
+    from blueprint.sandbox.kafka_broker import KafkaBroker
+
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka")).start()
+    yield broker
+    broker.stop()

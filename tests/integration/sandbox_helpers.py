@@ -1,0 +1,79 @@
+"""Helpers for tests that run `blueprint run` as a user would: in a child process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+NUMBERS = REPO / "tests" / "integration" / "apps" / "numbers"
+
+
+def blueprint_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "blueprint.cli", *args]
+
+
+def run_blueprint(*args: str, timeout: float = 600, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(blueprint_cmd(*args), capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+def start_blueprint(*args: str, log: Path, cwd: Path | None = None) -> subprocess.Popen:
+    """Start `blueprint run` in its own process group (so a test can kill all of it)."""
+    out = open(log, "w")
+    return subprocess.Popen(blueprint_cmd(*args), stdout=out, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
+
+
+def write_numbers(folder: Path, files: int, per_file: int) -> list[dict]:
+    """JSON-lines input files for the numbers app; returns every record written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    records = []
+    for f in range(files):
+        rows = [{"id": f * per_file + i, "value": i, "group": f"g{i % 5}"} for i in range(per_file)]
+        tmp = folder / f".n{f:03d}.tmp"
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        os.replace(tmp, folder / f"n{f:03d}.json")  # atomic: the file source never sees half a file
+        os.utime(folder / f"n{f:03d}.json", (1_700_000_000 + f, 1_700_000_000 + f))
+        records.extend(rows)
+    return records
+
+
+def read_jsonl(folder: Path) -> list[dict]:
+    rows = []
+    for f in sorted(folder.glob("*.jsonl")):
+        rows.extend(json.loads(line) for line in f.read_text().splitlines() if line.strip())
+    return rows
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Pids of live processes whose command line contains `text` (Spark and Kafka JVMs)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                state = next((l for l in (d / "status").read_text().splitlines() if l.startswith("State:")), "")
+            except OSError:
+                continue
+            if text in cmd and "Z" not in state.split()[1:2]:
+                pids.append(int(d.name))
+    return pids
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.5, what: str = "condition") -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def sigkill(proc: subprocess.Popen) -> None:
+    """SIGKILL the sandbox's main process only, as `kill -9 <pid>` would."""
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)

@@ -1,0 +1,68 @@
+"""Smoke test of bench/bench_map.py: it imports, parses its arguments and its data helpers agree.
+
+Runs nothing heavy (no Spark, no Kafka): the benchmark itself is run by hand (bench/README.md).
+"""
+
+import importlib.util
+import io
+import sys
+from pathlib import Path
+
+import fastavro
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_map.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_map", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_map"] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop("bench_map", None)
+
+
+def test_parser_defaults(bench):
+    args = bench.build_parser().parse_args([])
+    assert (args.records, args.rounds, args.partitions) == (1_000_000, 3, 2)
+    assert args.max_offsets_per_trigger is None
+    assert args.variants == ["baseline", "streamlet"]
+
+
+def test_parser_options(bench):
+    args = bench.build_parser().parse_args(
+        ["--records", "1000", "--rounds", "5", "--partitions", "4", "--max-offsets-per-trigger", "100",
+         "--variants", "sdk-path"])
+    assert (args.records, args.rounds, args.partitions, args.max_offsets_per_trigger) == (1000, 5, 4, 100)
+    assert args.variants == ["sdk-path", "baseline", "streamlet"]
+    assert bench.build_parser().parse_args(["--variants", "all"]).variants == list(bench.JOBS)
+    with pytest.raises(SystemExit):
+        bench.build_parser().parse_args(["--variants", "nope"])
+
+
+def test_records_round_trip_and_map(bench):
+    parsed_in = fastavro.parse_schema(bench.FLIGHT_EVENT)
+    parsed_out = fastavro.parse_schema(bench.MAPPED_FLIGHT)
+    nulls = set()
+    for i in range(0, 5000, 7):
+        rec = bench.flight_record(i)
+        assert bench.record_index(rec["flight_id"]) == i
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed_in, rec)
+        back = fastavro.schemaless_reader(io.BytesIO(buf.getvalue()), parsed_in, None)
+        assert {k: bench._ms(v) for k, v in back.items()} == rec
+        out = bench.expected_output(i)
+        assert out["dep_delay_hours"] == (None if rec["dep_delay"] is None else rec["dep_delay"] / 60.0)
+        fastavro.schemaless_writer(io.BytesIO(), parsed_out, out)  # valid for the output schema
+        nulls.update(k for k, v in rec.items() if v is None)
+    assert nulls == {"tailnum", "dep_delay", "arr_delay"}  # the data exercises every nullable field
+
+
+def test_streamlet_ports(bench):
+    shape = bench.Mapper.shape()
+    assert [p.name for p in shape.inlets] == ["in"] and [p.name for p in shape.outlets] == ["out"]
+    assert bench.Mapper.out.key == (bench.KEY_FIELD,)
