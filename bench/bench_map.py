@@ -299,6 +299,35 @@ class Baseline(Job):
         return [self.sink(_encode(spark_map(records)), out_topic, checkpoint)]
 
 
+class BaselineSession(Baseline):
+    name = "b-session"
+    description = "baseline in a fresh SparkSession.newSession() per run, as the runtime gives each streamlet"
+
+    def start(self, in_topic, out_topic, checkpoint):
+        self.spark = self.session = self._root.newSession()
+        return super().start(in_topic, out_topic, checkpoint)
+
+    def __init__(self, spark, bootstrap, max_offsets):
+        super().__init__(spark, bootstrap, max_offsets)
+        self._root = spark
+
+
+class BaselineListener(BaselineSession):
+    name = "b-listener"
+    description = "b-session plus the runtime's ProgressMonitor (a Python StreamingQueryListener) on the session"
+
+    def start(self, in_topic, out_topic, checkpoint):
+        from streamlets.monitor import ProgressMonitor
+
+        self.spark = self.session = self._root.newSession()
+        self.monitor = ProgressMonitor(None)
+        self.session.streams.addListener(self.monitor)
+        return Baseline.start(self, in_topic, out_topic, checkpoint)
+
+    def finish(self):
+        self.session.streams.removeListener(self.monitor)
+
+
 class Permissive(Job):
     name = "permissive"
     description = "hand-written, from_avro PERMISSIVE, no filter"
@@ -380,7 +409,8 @@ class StreamletJob(Job):
 
 
 DEAD_LETTERS = "bench.dead-letters"
-JOBS: dict[str, type[Job]] = {j.name: j for j in (Baseline, Permissive, SdkFilter, SdkObserve, StreamletJob)}
+JOBS: dict[str, type[Job]] = {j.name: j for j in (Baseline, BaselineSession, BaselineListener, Permissive, SdkFilter,
+                                                   SdkObserve, StreamletJob)}
 DEFAULT_VARIANTS = ("baseline", "streamlet")
 
 
@@ -487,6 +517,9 @@ def _median(values: list[float]) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import faulthandler
+
+    faulthandler.enable()  # a crash in a native client (librdkafka, py4j) still says where
     args = build_parser().parse_args(argv)
     if args.records <= 0 or args.rounds <= 0 or args.partitions <= 0:
         print("error: --records, --rounds and --partitions must be positive", file=sys.stderr)
@@ -508,8 +541,8 @@ def main(argv: list[str] | None = None) -> int:
         in_topic = "bench.in"
         warm_topic, warm_n = (("bench.warmup", args.warmup_records) if args.warmup_records
                               else (in_topic, args.records))
-        create_topics(bootstrap, [(in_topic, args.partitions, {}), (warm_topic, args.partitions, {}),
-                                  (DEAD_LETTERS, 1, {})])
+        topics = {in_topic: args.partitions, warm_topic: args.partitions, DEAD_LETTERS: 1}
+        create_topics(bootstrap, [(t, p, {}) for t, p in topics.items()])  # no duplicates: librdkafka crashes on them
         print(f"producing {args.records} records to {in_topic} ({args.partitions} partitions) ...", flush=True)
         produce_s = produce_records(bootstrap, in_topic, args.records, args.partitions)
         if warm_topic != in_topic:

@@ -42,6 +42,92 @@ def all_null_encoding(schema: AvroSchema) -> bytes | None:
     return bytes(out)
 
 
+class _Unsupported(Exception):
+    """A type whose binary length this module does not compute (arrays, maps, decimals...)."""
+
+
+def _varint_length(n: "Column") -> "Column":
+    """Bytes of the Avro varint of a zigzag-encoded long (negative: the top bit is set, 10 bytes)."""
+    from pyspark.sql import functions as F
+
+    expr = F.when(n < 0, F.lit(10))
+    for k in range(1, 9):
+        expr = expr.when(n < F.lit(1 << (7 * k)), F.lit(k))
+    return expr.otherwise(F.lit(9))  # below 2**63
+
+
+def _long_length(v: "Column") -> "Column":
+    from pyspark.sql import functions as F
+
+    v = v.cast("long")
+    return _varint_length(F.shiftleft(v, 1).bitwiseXOR(F.shiftright(v, 63)))  # zigzag
+
+
+def _length_of(col: "Column", avro_type: Any, names: dict[str, Any], namespace: str | None) -> "Column":
+    """Avro binary length of a decoded value, as a Spark expression (no serialisation)."""
+    from pyspark.sql import functions as F
+
+    if isinstance(avro_type, str):
+        if avro_type in names or (namespace and f"{namespace}.{avro_type}" in names):
+            return _length_of(col, names.get(avro_type) or names[f"{namespace}.{avro_type}"], names, namespace)
+        fixed = {"null": 0, "boolean": 1, "float": 4, "double": 8}
+        if avro_type in fixed:
+            return F.lit(fixed[avro_type])
+        if avro_type in ("int", "long"):
+            return _long_length(col)
+        if avro_type in ("string", "bytes"):
+            n = F.octet_length(col) if avro_type == "string" else F.length(col)
+            return _long_length(n) + n
+        raise _Unsupported(avro_type)
+    if isinstance(avro_type, list):
+        nulls = [i for i, b in enumerate(avro_type) if b == "null"]
+        if len(avro_type) == 2 and nulls:
+            other = avro_type[1 - nulls[0]]
+            return F.lit(1) + F.when(col.isNull(), F.lit(0)).otherwise(_length_of(col, other, names, namespace))
+        raise _Unsupported("union")
+    kind, logical = avro_type.get("type"), avro_type.get("logicalType")
+    if kind == "record":
+        ns = avro_type.get("namespace", namespace)
+        name = avro_type["name"] if "." in avro_type["name"] or not ns else f"{ns}.{avro_type['name']}"
+        names[name] = names[avro_type["name"]] = avro_type
+        total = F.lit(0)
+        for f in avro_type["fields"]:
+            total = total + _length_of(col.getField(f["name"]), f["type"], names, ns)
+        return total
+    if kind == "enum":
+        names[avro_type["name"]] = avro_type
+        if len(avro_type["symbols"]) > 64:
+            raise _Unsupported("enum")
+        return F.lit(1)
+    if kind == "fixed" and not logical:
+        names[avro_type["name"]] = avro_type
+        return F.lit(int(avro_type["size"]))
+    if logical is None and isinstance(kind, str):
+        return _length_of(col, kind, names, namespace)
+    as_number = {("long", "timestamp-millis"): F.unix_millis, ("long", "timestamp-micros"): F.unix_micros,
+                 ("int", "date"): F.unix_date}
+    if (kind, logical) in as_number:
+        return _long_length(as_number[(kind, logical)](col))
+    raise _Unsupported(f"{kind}/{logical}")
+
+
+def encoded_length(record: "Column", schema: AvroSchema) -> "Column":
+    """Length in bytes of `record` (decoded with `schema`) in Avro binary encoding.
+
+    Computed from the values where the schema allows (primitives, nullable unions, records,
+    enums, fixed, dates and timestamps): cheap arithmetic on columns. Otherwise Spark's to_avro
+    re-encodes the record. Equal to the raw value's length exactly when the decoder used every
+    byte: Spark's from_avro ignores trailing bytes, this catches them.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import to_avro
+
+    try:
+        return _length_of(record, schema.schema, {}, schema.schema.get("namespace"))
+    except _Unsupported:
+        return F.length(to_avro(record, schema.json))
+
+
 def decode_value(raw: "DataFrame", schema: AvroSchema, permissive: bool, writer: AvroSchema | None = None) -> "DataFrame":
     """`raw` (a Kafka-shaped DataFrame with a binary `value`) plus RECORD (the decoded struct)
     and, when permissive, MALFORMED (boolean: the value does not decode).
@@ -65,7 +151,11 @@ def decode_value(raw: "DataFrame", schema: AvroSchema, permissive: bool, writer:
     for name in schema.field_names:
         all_null = all_null & F.col(f"{RECORD}.`{name}`").isNull()
     valid_all_null = all_null_encoding(writer)
-    malformed = F.col("value").isNull() | F.col(RECORD).isNull()
+    # A value with bytes after a complete record is not that record (JSON text, a Confluent
+    # schema-registry header, two records glued): measure what the decoder must have used.
+    as_written = F.col(RECORD) if writer is schema else from_avro(F.col("value"), writer.json, {"mode": "PERMISSIVE"})
+    trailing = F.coalesce(encoded_length(as_written, writer) != F.length("value"), F.lit(True))
+    malformed = F.col("value").isNull() | F.col(RECORD).isNull() | trailing
     if valid_all_null is None:
         malformed = malformed | all_null
     else:

@@ -54,7 +54,9 @@ class ProgressMonitor(StreamingQueryListener):
         self.dead_letters = dead_letters
         self._streamlets: dict[str, StreamletRegistration] = {}
         self._names: dict[str, str] = {}  # query id -> name
+        self._terminated: set[str] = set()  # query ids whose termination event has arrived
         self._lock = threading.Lock()
+        self._changed = threading.Condition()
 
     def register(self, streamlet: str, reads: Callable[[], list[InletRead]], checkpoint: Callable[[str], str]) -> None:
         self._streamlets[streamlet] = StreamletRegistration(reads, checkpoint)
@@ -78,6 +80,16 @@ class ProgressMonitor(StreamingQueryListener):
         if stats is not None:
             stats.status = "failed" if event.exception else "stopped"
             stats.exception = event.exception
+        with self._changed:
+            self._terminated.add(str(event.id))
+            self._changed.notify_all()
+
+    def wait_terminated(self, query_ids: list[str], timeout: float) -> bool:
+        """Wait until the termination events of `query_ids` arrived. Spark's listener bus
+        delivers a query's events in order and after the fact, so once its termination is seen
+        every progress report of the query (and the dead-letter scans they ask for) is in."""
+        with self._changed:
+            return self._changed.wait_for(lambda: set(query_ids) <= self._terminated, timeout)
 
     def onQueryProgress(self, event) -> None:
         try:

@@ -106,7 +106,11 @@ class RegExpParameter(StringParameter):
     def __init__(self, key: str, description: str = "", pattern: str = ".*", default: Any = None) -> None:
         super().__init__(key, description, default)
         self._pattern = pattern
-        self._regex = re.compile(pattern)  # re.error surfaces at class definition
+        try:
+            self._regex: re.Pattern[str] | None = re.compile(pattern)
+            self.pattern_error: str | None = None
+        except re.error as e:  # reported with the streamlet's name when its class is checked
+            self._regex, self.pattern_error = None, f"invalid regular expression {pattern!r}: {e}"
 
     @property
     def pattern(self) -> str:
@@ -114,6 +118,8 @@ class RegExpParameter(StringParameter):
 
     def convert(self, raw: Any) -> str:
         value = super().convert(raw)
+        if self._regex is None:
+            raise ValueError(self.pattern_error)
         if not self._regex.fullmatch(value):
             raise ValueError(f"{value!r} does not match the pattern {self._pattern!r}")
         return value

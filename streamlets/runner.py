@@ -14,6 +14,8 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
+from pydantic import ValidationError
+
 from .context import StreamletContext
 from .deadletter import DeadLetterWriter
 from .errors import StreamletError
@@ -108,11 +110,16 @@ class StreamletRuntime:
         return out
 
     def stop(self, timeout: float = 60.0) -> None:
+        """Stop every query, wait for their last progress reports, finish pending dead-letter
+        scans, close the writer. `timeout` bounds each wait (seconds)."""
         for q in self.queries():
             try:
                 q.stop()
             except Exception as e:  # a failed query may refuse to stop; nothing to clean then
                 log.debug("stopping %s: %s", q.name, e)
+        ids = [str(q.id) for q in self.queries()]
+        if not self.monitor.wait_terminated(ids, timeout):
+            log.warning("some queries' last progress reports did not arrive within %.0f s", timeout)
         self.dead_letters.drain(timeout)
         self.dead_letters.close()
         for ctx in self.contexts.values():
@@ -132,6 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         run = StreamletRunConfig.read(args.config)
+    except ValidationError as e:  # one line: where in the file, what is wrong
+        detail = "; ".join(f"{'.'.join(map(str, err['loc'])) + ': ' if err['loc'] else ''}{err['msg']}" for err in e.errors())
+        print(f"error: cannot read run config {args.config}: {detail}", file=sys.stderr)
+        return 2
     except (OSError, ValueError) as e:
         print(f"error: cannot read run config {args.config}: {e}", file=sys.stderr)
         return 2

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import fastavro
+from fastavro.repository.base import SchemaRepositoryError
 from fastavro.schema import (
     SchemaParseException,
     UnknownType,
-    expand_schema,
     fingerprint,
     load_schema,
     parse_schema,
@@ -29,8 +30,9 @@ class SchemaError(ValueError):
 class AvroSchema:
     """A parsed Avro record schema.
 
-    `schema` is the schema as a plain dict with every named type expanded inline, the form
-    both fastavro and Spark's `from_avro`/`to_avro` (jsonFormatSchema) accept.
+    `schema` is the schema as a plain, self-contained dict: named types from other .avsc files
+    are defined inline at their first use and referenced by name after it, the form fastavro,
+    the avro package and Spark's `from_avro`/`to_avro` (jsonFormatSchema) all accept.
     """
 
     schema: dict[str, Any]
@@ -57,11 +59,17 @@ class AvroSchema:
                 if not path.is_file():
                     raise SchemaError(f"schema file {path} does not exist")
                 # load_schema resolves named types defined in sibling .avsc files.
-                raw = load_schema(str(path), _write_hint=False)
+                try:
+                    raw = load_schema(str(path), _write_hint=False)
+                except SchemaRepositoryError as e:
+                    cause = e.__cause__
+                    if isinstance(cause, json.JSONDecodeError):
+                        raise SchemaError(f"{path}: not valid JSON: {cause.msg} at line {cause.lineno} "
+                                          f"column {cause.colno}") from None
+                    raise SchemaError(f"{path}: cannot read schema: {cause or e}") from None
             else:
                 raise SchemaError(f"a schema must be an .avsc path, a dict or a JSON string, not {type(source).__name__}")
-            expanded = expand_schema(raw)
-            parse_schema(expanded)  # full validation: types, names, defaults
+            parse_schema(raw)  # full validation: types, names, defaults
         except SchemaError:
             raise
         except json.JSONDecodeError as e:
@@ -69,9 +77,9 @@ class AvroSchema:
         except (SchemaParseException, UnknownType, TypeError, ValueError, KeyError) as e:
             where = f" in {origin}" if origin != "<inline>" else ""
             raise SchemaError(f"invalid Avro schema{where}: {e}") from None
-        if not isinstance(expanded, dict) or expanded.get("type") != "record":
+        if not isinstance(raw, dict) or raw.get("type") != "record":
             raise SchemaError("a port schema must be an Avro record (its fields become the DataFrame's columns)")
-        return cls(expanded, origin)
+        return cls(raw, origin)
 
     @property
     def name(self) -> str:
@@ -88,17 +96,17 @@ class AvroSchema:
     def field(self, name: str) -> dict[str, Any] | None:
         return next((f for f in self.schema["fields"] if f["name"] == name), None)
 
-    @property
+    @cached_property
     def json(self) -> str:
         """The schema as compact JSON, as given to Spark's from_avro/to_avro."""
         return json.dumps(self.schema, separators=(",", ":"))
 
-    @property
+    @cached_property
     def canonical_form(self) -> str:
         """Avro Parsing Canonical Form (the spec's normalisation, used for fingerprints)."""
         return to_parsing_canonical_form(parse_schema(self.schema))
 
-    @property
+    @cached_property
     def fingerprint(self) -> str:
         """CRC-64-AVRO fingerprint of the canonical form, as hex (the spec's schema id)."""
         return fingerprint(self.canonical_form, "CRC-64-AVRO")

@@ -16,7 +16,7 @@ from .descriptor import (
 from .errors import ConfigError, StreamletDefinitionError
 from .names import is_config_key, is_dns_label
 from .params import ConfigParameter
-from .ports import AvroInlet, AvroOutlet, Port
+from .ports import ERROR_HANDLING, AvroInlet, AvroOutlet, Port
 from .schema import SchemaError
 from .volumes import ACCESS_MODES, VolumeMount
 
@@ -151,7 +151,8 @@ def _plain(value: Any) -> Any:
     from datetime import timedelta
 
     if isinstance(value, timedelta):
-        return f"{int(value.total_seconds() * 1000)}ms"
+        micros = value // timedelta(microseconds=1)  # exact: no float on the way
+        return f"{micros // 1000}ms" if micros % 1000 == 0 else f"{micros}us"
     return value
 
 
@@ -169,6 +170,8 @@ def _check_class(cls: type[Streamlet]) -> list[str]:
         if port.name in seen:
             problems.append(f"{label}: another port has the same name")
         seen.add(port.name)
+        if isinstance(port, AvroInlet) and port.error_handling not in ERROR_HANDLING:
+            problems.append(f"{label}: error_handling must be one of {', '.join(ERROR_HANDLING)}, not {port.error_handling!r}")
         try:
             schema = port.resolve(cls)
         except SchemaError as e:
@@ -189,7 +192,10 @@ def _check_class(cls: type[Streamlet]) -> list[str]:
         if p.key in keys:
             problems.append(f"config parameter {p.key!r}: declared twice")
         keys.add(p.key)
-        if p.default is not None:
+        pattern_error = getattr(p, "pattern_error", None)
+        if pattern_error:
+            problems.append(f"config parameter {p.key!r}: {pattern_error}")
+        elif p.default is not None:
             try:
                 p.default = p.parse(p.default)
             except ConfigError as e:

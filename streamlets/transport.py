@@ -95,13 +95,15 @@ class FileTransport:
         folder = self.folder(topic)
         folder.mkdir(parents=True, exist_ok=True)
 
+        from pyspark.sql import functions as F
+
         def write(batch: "DataFrame", batch_id: int) -> None:
             import os
 
             import pyarrow as pa
             import pyarrow.parquet as pq
 
-            rows = batch.select("key", "value").collect()
+            rows = batch.select(F.col("key").cast("binary").alias("key"), "value").collect()
             table = pa.table({"key": [None if r.key is None else bytes(r.key) for r in rows],
                               "value": [None if r.value is None else bytes(r.value) for r in rows]},
                              schema=pa.schema([("key", pa.binary()), ("value", pa.binary())]))

@@ -202,10 +202,16 @@ class Sandbox:
                            trigger=self.options.trigger)
             for name in self.bp.streamlets
         ]
-        previous = {s: signal.signal(s, lambda *_: self.stop_requested.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+        def on_signal(*_):
+            self.stop_requested.set()
+
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             bootstrap = self._start_kafka()
             self.spark = self._start_spark()
+            # PySpark's SparkContext installs its own SIGINT handler (cancel jobs, raise
+            # KeyboardInterrupt); ours stops the queries first and then Spark, in order.
+            signal.signal(signal.SIGINT, on_signal)
             transport = KafkaTransport(bootstrap)
             self.runtime = StreamletRuntime(self.spark, self.bp.app_id, dead_letter_topic(self.bp), transport)
             from .topics import TopicWatcher

@@ -134,3 +134,23 @@ def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path):
     assert {(r["id"], r["value"]) for r in out} == expected  # nothing lost
     # Kafka to Kafka is at-least-once: a replayed micro-batch may repeat records, never alter them.
     assert len(out) >= len(expected)
+
+
+def test_sigint_stops_cleanly(tmp_path):
+    """Ctrl-C: queries stop, the broker and the Spark driver exit, status 0."""
+    import signal
+
+    write_numbers(tmp_path / "src", files=1, per_file=100)
+    state = tmp_path / "state"
+    proc = start_blueprint("run", BLUEPRINT, "--config", str(_config(tmp_path)), "--state-dir", str(state),
+                           log=tmp_path / "run.log")
+    try:
+        wait_until(lambda: len(read_jsonl(tmp_path / "out")) == 100, timeout=300, what="the output")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            sigkill(proc)
+    log = (tmp_path / "run.log").read_text()
+    assert "stopping (signal)" in log and "Traceback" not in log
+    wait_until(lambda: not processes_mentioning(str(state)), timeout=30, what="child JVMs to exit")

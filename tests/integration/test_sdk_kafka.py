@@ -295,9 +295,6 @@ def test_all_null_records_are_not_dead_letters(kafka_broker, spark, tmp_path):
     assert rt.monitor.stats["PassSparse.out"].malformed == 3
 
 
-@pytest.mark.xfail(strict=True, reason="SDK bug: StreamletRuntime.stop() (streamlets/runner.py) drains the "
-                   "dead-letter writer and removes the listener without waiting for Spark's asynchronous listener "
-                   "bus, so the last batch's progress event (and the scan it triggers) is lost")
 def test_stop_right_after_the_last_batch_still_scans_it(kafka_broker, spark, tmp_path, monkeypatch):
     bootstrap = kafka_broker.bootstrap_servers
     # Spark delivers listener events asynchronously, some 0.2 s after the batch under light load.
@@ -319,9 +316,6 @@ def test_stop_right_after_the_last_batch_still_scans_it(kafka_broker, spark, tmp
     assert [d["value"] for d in dead_letters(bootstrap, dl)] == [b"\xff"]
 
 
-@pytest.mark.xfail(strict=True, reason="SDK bug: Spark's from_avro ignores bytes after a complete record, and "
-                   "streamlets/codec.py decode_value does not check that the whole value was consumed, so a "
-                   "record with trailing bytes (or JSON text that happens to parse) passes as a valid record")
 def test_values_with_trailing_bytes_are_dead_letters(kafka_broker, spark, tmp_path):
     bootstrap = kafka_broker.bootstrap_servers
     src, out, dl = topics(kafka_broker, "txn", "upper", "dl")

@@ -6,6 +6,7 @@ from pyspark.sql import functions as F
 from streamlets import (
     AvroInlet,
     AvroOutlet,
+    ConfigError,
     IntegerParameter,
     RegExpParameter,
     SchemaMismatchError,
@@ -23,7 +24,6 @@ LABELLED = {"type": "record", "name": "Labelled", "namespace": "test.sdk", "fiel
 
 SEEN: dict = {}
 
-
 class Scale(Streamlet):
     """Doubles `value` and upper-cases `sensor`."""
 
@@ -33,6 +33,10 @@ class Scale(Streamlet):
     def create_logic(self, ctx):
         df = ctx.read_stream(self.inlet)
         ctx.write_stream(df.withColumn("value", F.col("value") * 2).withColumn("sensor", F.upper("sensor")), self.out)
+
+
+class ScaleUnkeyed(Scale):
+    out = AvroOutlet("out", READING)  # same port, no partition key
 
 
 class Label(Streamlet):
@@ -65,6 +69,14 @@ def reading(i: int, note=None) -> dict:
     return {"id": i, "sensor": f"s{i % 3}", "value": i / 4, "note": note}
 
 
+def test_mapping_streamlet_two_batches_unkeyed(spark, tmp_path):
+    batches = [{"in": [reading(i, "n") for i in range(5)]}, {"in": [reading(i) for i in range(5, 12)]}]
+    result = run_streamlet(ScaleUnkeyed, batches, spark=spark, workdir=tmp_path)
+    expected = [dict(r, value=r["value"] * 2, sensor=r["sensor"].upper()) for b in batches for r in b["in"]]
+    assert sorted(result["out"], key=lambda r: r["id"]) == expected
+    assert result.keys["out"] == [None] * 12
+
+
 def test_mapping_streamlet_two_batches(spark, tmp_path):
     batches = [{"in": [reading(i, "n") for i in range(5)]}, {"in": [reading(i) for i in range(5, 12)]}]
     result = run_streamlet(Scale, batches, spark=spark, workdir=tmp_path)
@@ -87,13 +99,15 @@ def test_typed_config_values(spark, tmp_path):
     assert sorted(result.keys["out"]) == ["1|ab-s1", "2|ab-s2"]  # composite keys joined with '|'
 
 
-def test_config_defaults_and_bad_values(spark, tmp_path):
+def test_config_defaults(spark, tmp_path):
     result = run_streamlet(Label, {"in": [reading(3)]}, spark=spark, workdir=tmp_path / "a")
     assert result["out"] == [{"id": 3, "label": "x-s0", "scaled": 3}]
-    from streamlets import ConfigError
 
-    with pytest.raises(ConfigError, match=r"config parameter 'prefix' .*does not match"):
-        run_streamlet(Label, {"in": [reading(3)]}, config={"prefix": "NO"}, spark=spark, workdir=tmp_path / "b")
+
+def test_bad_config_value_fails_before_any_query(spark, tmp_path):
+    with pytest.raises(ConfigError, match=r"streamlet 'under-test': config parameter 'prefix' .*does not match"):
+        run_streamlet(Label, {"in": [reading(3)]}, config={"prefix": "NO"}, spark=spark, workdir=tmp_path)
+    assert not (tmp_path / "checkpoints").exists()
 
 
 def test_outlet_missing_a_schema_field(spark, tmp_path):

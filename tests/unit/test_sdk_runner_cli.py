@@ -37,8 +37,6 @@ def test_missing_config_file(tmp_path):
     assert "No such file" in line
 
 
-@pytest.mark.xfail(strict=True, reason="SDK bug: streamlets/runner.py:136 (main) prints str(pydantic.ValidationError), "
-                   "which spans several lines (title, location, 'For further information visit ...')")
 @pytest.mark.parametrize("text, words", [
     ('{"app_id": "a",\n', "line 2 column"),  # invalid JSON
     ('{"app_id": "a"}', "class_name"),  # required fields missing

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from streamlets import AvroInlet, AvroOutlet, Streamlet, StreamletDefinitionError
+from streamlets import StreamletDefinitionError
 from streamlets.codec import all_null_encoding
 from streamlets.schema import AvroSchema, SchemaError, decode, encode
 
@@ -111,8 +111,6 @@ def test_named_types_across_avsc_files_in_one_folder(tmp_path):
     assert AvroSchema.load(tmp_path / "person.avsc") == s
 
 
-@pytest.mark.xfail(strict=True, reason="SDK bug: AvroSchema.load expands every named-type reference inline "
-                   "(fastavro expand_schema), so a type used twice is defined twice: 'redefined named type'")
 def test_named_type_used_twice_across_files(tmp_path):
     (tmp_path / "test.sdk.Address.avsc").write_text(json.dumps(ADDRESS))
     (tmp_path / "person.avsc").write_text(json.dumps(
@@ -124,8 +122,6 @@ def test_named_type_used_twice_across_files(tmp_path):
     assert decode(s, encode(s, record)) == record
 
 
-@pytest.mark.xfail(strict=True, reason="SDK bug: a named type defined once and referenced again by name "
-                   "(valid Avro) is rejected as 'redefined named type' after expand_schema")
 def test_named_type_used_twice_inline():
     s = AvroSchema.load({"type": "record", "name": "Trip", "namespace": "test.sdk", "fields": [
         {"name": "start", "type": ADDRESS}, {"name": "end", "type": "test.sdk.Address"}]})
@@ -140,8 +136,6 @@ def test_invalid_json_string_reports_line_and_column():
     assert "line 3 column" in str(e.value)
 
 
-@pytest.mark.xfail(strict=True, reason="SDK bug: invalid JSON in an .avsc file escapes as fastavro's "
-                   "SchemaRepositoryError (no path, no line/column) instead of SchemaError")
 def test_invalid_json_in_avsc_file_is_a_schema_error_naming_file_line_and_column(tmp_path):
     (tmp_path / "broken.avsc").write_text('{"type": "record",\n "name": "X",\n "fields": [,]}')
     with pytest.raises(SchemaError) as e:
@@ -149,8 +143,6 @@ def test_invalid_json_in_avsc_file_is_a_schema_error_naming_file_line_and_column
     assert "broken.avsc" in str(e.value) and "line 3 column" in str(e.value)
 
 
-@pytest.mark.xfail(strict=True, reason="SDK bug: a streamlet whose .avsc file holds invalid JSON fails "
-                   "with fastavro's SchemaRepositoryError, not StreamletDefinitionError naming the streamlet")
 def test_streamlet_with_broken_avsc_file_is_a_definition_error(import_module):
     with pytest.raises(StreamletDefinitionError, match=r"BrokenFile.*inlet 'in'.*broken\.avsc"):
         import_module(

@@ -101,15 +101,11 @@ def test_several_problems_reported_together():
         assert expected in message
 
 
-@pytest.mark.xfail(strict=True, reason="SDK bug: RegExpParameter compiles its pattern in __init__ "
-                   "(streamlets/params.py:109), so a bad regex raises re.error naming neither streamlet nor key")
 def test_bad_regex_is_a_definition_error_naming_streamlet_and_key():
     message = definition_error('r = RegExpParameter("code", pattern="[a-")')
     assert "config parameter 'code'" in message
 
 
-@pytest.mark.xfail(strict=True, reason="SDK bug: AvroInlet validates error_handling in __init__ "
-                   "(streamlets/ports.py:68) with a ValueError that does not name the streamlet")
 def test_bad_error_handling_is_a_definition_error():
     message = definition_error('i = AvroInlet("in", VALUE, error_handling="drop")')
     assert "inlet 'in'" in message
@@ -205,8 +201,6 @@ def test_descriptor_content_is_plain_json():
     assert d.inlet("extra").error_handling == "fail" and d.outlet("out").key == ["id"] and d.outlet("nope") is None
 
 
-@pytest.mark.xfail(strict=True, reason="SDK bug: streamlet._plain truncates durations through float "
-                   "milliseconds (int(total_seconds()*1000)): a default of 1001ms is described as 1000ms")
 def test_descriptor_duration_default_is_exact():
     class Timed(Streamlet):
         d = DurationParameter("d", default="1001ms")

@@ -1,0 +1,41 @@
+"""`blueprint run` refuses bad input with one clear message before starting anything."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+NUMBERS = Path(__file__).resolve().parents[1] / "integration" / "apps" / "numbers"
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "blueprint.cli", "run", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_missing_blueprint_is_a_usage_error(tmp_path):
+    result = run(str(tmp_path / "nope.yaml"))
+    assert result.returncode == 2
+    assert "nope.yaml" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_unsound_blueprint_starts_nothing(tmp_path):
+    bp = tmp_path / "blueprint.yaml"
+    bp.write_text((NUMBERS / "blueprint.yaml").read_text().replace("consumers: [files.in]", "consumers: []"))
+    (tmp_path / "numbers_app.py").write_text((NUMBERS / "numbers_app.py").read_text())
+    result = run(str(bp), "--state-dir", str(tmp_path / "state"))
+    assert result.returncode == 1
+    assert "files.in" in result.stdout and "nothing was started" in result.stderr
+    assert not (tmp_path / "state").exists()
+
+
+def test_unknown_streamlet_in_override_names_it(tmp_path):
+    result = run(str(NUMBERS / "blueprint.yaml"), "--state-dir", str(tmp_path / "state"),
+                 "streamlets.nosuch.config-parameters.factor=2")
+    assert result.returncode == 1
+    assert "nosuch" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_missing_config_file_is_a_usage_error(tmp_path):
+    result = run(str(NUMBERS / "blueprint.yaml"), "--config", str(tmp_path / "missing.conf"))
+    assert result.returncode == 2 and "missing.conf" in result.stderr
