@@ -77,6 +77,29 @@ def _variants():
         dec = observe(dec.withColumn(MALFORMED, F.col("value").isNull() | F.col(RECORD).isNull()))
         return out(record_columns(dec.where(~F.col(MALFORMED)), schema))
 
+    def sdk_v1(raw):
+        # the inlet as codec.decode_value was before the trailing-bytes check (value/record null
+        # or all fields null), + observe + filter: to measure what that check costs
+        dec = raw.withColumn(RECORD, from_avro(F.col("value"), schema.json, {"mode": "PERMISSIVE"}))
+        all_null = F.lit(True)
+        for name in schema.field_names:
+            all_null = all_null & F.col(f"{RECORD}.`{name}`").isNull()
+        dec = dec.withColumn(MALFORMED, F.col("value").isNull() | F.col(RECORD).isNull() | all_null)
+        return out(record_columns(observe(dec).where(~F.col(MALFORMED)), schema))
+
+    def trailing_reencode(raw):
+        # a possible cheaper trailing-bytes check: the length of to_avro(record) against the
+        # value's (one re-encoding per record instead of a per-field length expression)
+        from pyspark.sql.avro.functions import to_avro
+
+        dec = raw.withColumn(RECORD, from_avro(F.col("value"), schema.json, {"mode": "PERMISSIVE"}))
+        all_null = F.lit(True)
+        for name in schema.field_names:
+            all_null = all_null & F.col(f"{RECORD}.`{name}`").isNull()
+        trailing = F.coalesce(F.length(to_avro(F.col(RECORD), schema.json)) != F.length("value"), F.lit(True))
+        dec = dec.withColumn(MALFORMED, F.col("value").isNull() | F.col(RECORD).isNull() | trailing | all_null)
+        return out(record_columns(observe(dec).where(~F.col(MALFORMED)), schema))
+
     def streamlet_path(raw):
         # exactly StreamletContext.read_stream (dead-letter inlet) + write_stream's encode_outlet
         dec = observe(decode_value(raw, schema, permissive=True))
@@ -87,11 +110,25 @@ def _variants():
         "permissive": ("from_avro PERMISSIVE, no filter", permissive),
         "observe-only": ("FAILFAST + the observed metric (CollectMetrics), no filter", observe_only),
         "nullcheck-filter": ("PERMISSIVE + filter on value/record null only, no observe", null_check_filter),
-        "sdk-filter": ("codec.decode_value PERMISSIVE + malformed filter (with all-null test), no observe",
+        "sdk-filter": ("codec.decode_value (as it is now) + the malformed filter, no observe",
                        sdk_filter),
         "sdk-obs-noallnull": ("PERMISSIVE + observe + filter without the all-null test", sdk_observe_no_allnull),
-        "streamlet-path": ("the streamlet's inlet exactly: decode_value + observe + filter", streamlet_path),
+        "sdk-v1": ("decode_value without the trailing-bytes check (as first written) + observe + filter", sdk_v1),
+        "trailing-reencode": ("sdk-v1 + trailing-bytes check as length(to_avro(record)) != length(value)",
+                              trailing_reencode),
+        "streamlet-path": ("the streamlet's inlet exactly (codec.decode_value as it is now) + observe + filter", streamlet_path),
     }
+
+
+def max_method_size(spark, df) -> int:
+    """Bytecode size of the largest method Spark generates for `df`'s plan (whole-stage codegen).
+
+    Above 8000 bytes HotSpot does not JIT-compile a method (-XX:+DontCompileHugeMethods, the
+    default): it runs in the bytecode interpreter, many times slower."""
+    import re
+
+    text = spark._jvm.org.apache.spark.sql.api.python.PythonSQLUtils.explainString(df._jdf.queryExecution(), "codegen")
+    return max((int(m) for m in re.findall(r"maxMethodCodeSize:(\d+)", text)), default=-1)
 
 
 def encoded_values(n: int) -> list[bytes]:
@@ -114,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--variants", default="all", help="comma-separated names, or all")
     parser.add_argument("--explain", action="store_true", help="print each variant's physical plan")
+    parser.add_argument("--java-options", default=None,
+                        help="extra JVM options of the Spark driver, e.g. -XX:-DontCompileHugeMethods")
     parser.add_argument("--output", default=str(HERE / "results" / "profile_map.json"))
     args = parser.parse_args(argv)
 
@@ -122,8 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     from streamlets.spark_session import build_spark_session
 
     os.environ.setdefault("STREAMLETS_SPARK_LOG_LEVEL", "ERROR")
-    spark = build_spark_session("bench-profile-map", {"spark.sql.execution.arrow.pyspark.enabled": "true"},
-                                master=args.master)
+    conf = {"spark.sql.execution.arrow.pyspark.enabled": "true"}
+    if args.java_options:
+        conf["spark.driver.extraJavaOptions"] = args.java_options
+    spark = build_spark_session("bench-profile-map", conf, master=args.master)
     variants = _variants()
     names = list(variants) if args.variants == "all" else [v.strip() for v in args.variants.split(",")]
     try:
@@ -143,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             df.write.format("noop").mode("overwrite").save()
             return time.perf_counter() - t, bm.process_cpu_seconds(pid) - c
 
+        method_sizes = {name: max_method_size(spark, variants[name][1](raw)) for name in names}
         for name in names:  # warm-up, and check that every variant writes the same rows
             run(name)
             run(name)
@@ -169,12 +211,16 @@ def main(argv: list[str] | None = None) -> int:
         base, base_cpu = med["baseline"], med_cpu["baseline"]
         print(f"\nplan cost without Kafka: {args.records:,} records, {args.partitions} partitions, {args.master}, "
               f"median of {args.rounds} rounds (noop sink); CPU = Spark JVM user+system seconds")
-        print(f"{'variant':<19}{'wall s':>8}{'rec/s':>11}{'vs base':>9}{'cpu s':>8}{'rec/cpu-s':>11}{'vs base':>9}   what")
+        print(f"{'variant':<19}{'wall s':>8}{'rec/s':>11}{'vs base':>9}{'cpu s':>8}{'rec/cpu-s':>11}{'vs base':>9}"
+              f"{'max method':>12}   what")
         for n in names:
             print(f"{n:<19}{med[n]:>8.2f}{args.records / med[n]:>11,.0f}{base / med[n]:>9.3f}"
-                  f"{med_cpu[n]:>8.2f}{args.records / med_cpu[n]:>11,.0f}{base_cpu / med_cpu[n]:>9.3f}   {variants[n][0]}")
+                  f"{med_cpu[n]:>8.2f}{args.records / med_cpu[n]:>11,.0f}{base_cpu / med_cpu[n]:>9.3f}"
+                  f"{method_sizes[n]:>12}   {variants[n][0]}")
+        print("max method: bytecode bytes of the largest generated method; above 8000 the JVM does not JIT-compile it")
         result = {"records": args.records, "rounds": args.rounds, "partitions": args.partitions,
-                  "master": args.master, "seconds": times, "cpu_seconds": cpus, "median": med, "median_cpu": med_cpu,
+                  "master": args.master, "java_options": args.java_options, "max_method_bytes": method_sizes,
+                  "seconds": times, "cpu_seconds": cpus, "median": med, "median_cpu": med_cpu,
                   "ratio_vs_baseline": {n: base / med[n] for n in names},
                   "cpu_ratio_vs_baseline": {n: base_cpu / med_cpu[n] for n in names},
                   "loadavg": os.getloadavg(), "cpus": os.cpu_count()}

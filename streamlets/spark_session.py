@@ -14,13 +14,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
+from .cache import cache_root
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-
-def cache_root() -> Path:
-    """Folder for every download (Kafka jars, Spark packages): $STREAMLETS_CACHE or ~/.cache/streamlets."""
-    return Path(os.environ.get("STREAMLETS_CACHE") or Path.home() / ".cache" / "streamlets")
 
 
 def spark_version() -> str:

@@ -24,6 +24,8 @@ import tempfile
 import time
 import uuid
 
+from streamlets.cache import cache_root
+
 KAFKA_VERSION = "4.1.1"
 LOG4J_VERSION = "2.24.3"
 
@@ -35,12 +37,6 @@ _prctl = getattr(ctypes.CDLL(None), "prctl", None)  # looked up here, not betwee
 
 class BrokerError(RuntimeError):
     """The broker could not be resolved, started, stopped or administered."""
-
-
-def cache_root() -> pathlib.Path:
-    """Cache folder for downloaded artifacts: ``$STREAMLETS_CACHE`` or ``~/.cache/streamlets``."""
-    env = os.environ.get("STREAMLETS_CACHE")
-    return pathlib.Path(env).expanduser() if env else pathlib.Path.home() / ".cache" / "streamlets"
 
 
 # --------------------------------------------------------------------------------------------
