@@ -7,7 +7,8 @@ Both jobs read the same Kafka topic of Avro-encoded flight events (12 fields: st
 nullable strings and doubles, timestamp-millis, boolean), add `dep_delay_hours` (dep_delay / 60)
 and write Avro records of the same output schema, keyed by flight_id, to a fresh output topic,
 with Trigger.AvailableNow and a fresh checkpoint. One SparkSession (local[2]) runs everything;
-the jobs run one at a time, alternating which goes first in each round.
+the jobs run one at a time: one untimed warm-up run of each on the whole input, then --rounds
+rounds, the order rotating each round (with two jobs: alternating which goes first).
 
 - baseline: Kafka source -> from_avro (FAILFAST, the default) -> withColumn -> to_avro + key ->
   Kafka sink: what one writes by hand.
@@ -15,7 +16,8 @@ the jobs run one at a time, alternating which goes first in each round.
   PERMISSIVE, an observed metric counting malformed values, a filter; progress listener).
 
 Each run is timed from start (building the query) to awaitTermination (wall clock); records/s is
-records / seconds. Every run is checked: its output topic must hold exactly --records records,
+records / seconds. The CPU seconds the Spark JVM and this Python process used meanwhile are
+printed too: on a shared machine they vary less than wall time. Every run is checked: its output topic must hold exactly --records records,
 and samples from each output partition (start, middle, end) must decode (fastavro) to the mapped
 values of the input records they came from, with the Kafka key = flight_id.
 
@@ -146,6 +148,19 @@ class Mapper(Streamlet):
 
     def create_logic(self, ctx) -> None:
         ctx.write_stream(spark_map(ctx.read_stream(self.inlet)), self.out)
+
+
+try:
+    class CheckedMapper(Streamlet):
+        """Mapper whose inlet also counts values with trailing bytes as malformed (opt-in)."""
+
+        inlet = AvroInlet("in", FLIGHT_EVENT, check_trailing_bytes=True)
+        out = AvroOutlet("out", MAPPED_FLIGHT, key=KEY_FIELD)
+
+        def create_logic(self, ctx) -> None:
+            ctx.write_stream(spark_map(ctx.read_stream(self.inlet)), self.out)
+except TypeError:  # an SDK without the option
+    CheckedMapper = None  # type: ignore[assignment,misc]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -382,9 +397,136 @@ class SdkObserve(Job):
         return [self.sink(encoded, out_topic, checkpoint)]
 
 
+def _decode_v1(raw, schema, trailing: bool):
+    """The streamlet's inlet decoding as codec.decode_value was first written (malformed = value
+    or record null, or every field null), optionally plus a trailing-bytes check done by
+    re-encoding (length(to_avro(record)) != length(value)): proposals measured against the SDK's
+    current decode_value, built here so that the SDK itself stays untouched."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro, to_avro
+
+    from streamlets.codec import MALFORMED, RECORD
+
+    df = raw.withColumn(RECORD, from_avro(F.col("value"), schema.json, {"mode": "PERMISSIVE"}))
+    all_null = F.lit(True)
+    for name in schema.field_names:
+        all_null = all_null & F.col(f"{RECORD}.`{name}`").isNull()
+    malformed = F.col("value").isNull() | F.col(RECORD).isNull() | all_null
+    if trailing:
+        malformed = malformed | F.coalesce(F.length(to_avro(F.col(RECORD), schema.json)) != F.length("value"), F.lit(True))
+    return df.withColumn(MALFORMED, malformed)
+
+
+def compact_malformed(dec, schema):
+    """A proposal for codec.decode_value's trailing-bytes check, for flat records of primitive,
+    nullable-primitive and timestamp fields (enough for this benchmark's schema): the Avro length
+    of the decoded record computed in two projections, so that each field's zigzag value is a
+    column computed once (Spark's CollapseProject keeps a projection whose non-trivial outputs
+    are used more than once) and the generated code stays small. `dec` has RECORD and value."""
+    from pyspark.sql import functions as F
+
+    from streamlets.codec import MALFORMED, RECORD
+
+    def varint(z):  # bytes of the varint of a zigzag value (a long read as unsigned)
+        expr = F.when(z < F.lit(0), F.lit(10))
+        for k in range(1, 9):
+            expr = expr.when(z < F.lit(1 << (7 * k)), F.lit(k))
+        return expr.otherwise(F.lit(9))
+
+    def zigzag(v):
+        v = v.cast("long")
+        return F.shiftleft(v, 1).bitwiseXOR(F.shiftright(v, 63))
+
+    step1, lengths = [], []
+    for i, f in enumerate(schema.schema["fields"]):
+        t, col = f["type"], F.col(f"{RECORD}.`{f['name']}`")
+        union = isinstance(t, list)
+        if union:
+            t = next(b for b in t if b != "null")
+        kind = t if isinstance(t, str) else t.get("logicalType") or t["type"]
+        z = f"__z{i}"
+        if kind in ("string", "bytes"):
+            n = F.octet_length(col) if kind == "string" else F.length(col)
+            step1 += [n.cast("long").alias(f"__n{i}")]
+            length = varint(F.col(f"__n{i}") * 2) + F.col(f"__n{i}")
+        elif kind in ("int", "long", "timestamp-millis"):
+            step1.append(zigzag(F.unix_millis(col) if kind == "timestamp-millis" else col).alias(z))
+            length = varint(F.col(z))
+        else:
+            length = F.lit({"double": 8, "float": 4, "boolean": 1, "null": 0}[kind])
+        if union:  # the branch index, then the value unless null
+            length = F.lit(1) + F.when(col.isNull(), F.lit(0)).otherwise(length)
+        lengths.append(length)
+    all_null = F.lit(True)
+    for name in schema.field_names:
+        all_null = all_null & F.col(f"{RECORD}.`{name}`").isNull()
+    df = dec.select("*", *step1)
+    total = lengths[0]
+    for length in lengths[1:]:
+        total = total + length
+    trailing = F.coalesce(total != F.length("value"), F.lit(True))
+    malformed = F.col("value").isNull() | F.col(RECORD).isNull() | all_null | trailing
+    return df.select(RECORD, malformed.alias(MALFORMED))
+
+
+class SdkV1(Job):
+    name = "sdk-v1"
+    description = "the streamlet's plan with decode_value as first written (no trailing-bytes check), no runtime"
+    trailing = False
+
+    def start(self, in_topic, out_topic, checkpoint):
+        from pyspark.sql import functions as F
+
+        from streamlets.codec import MALFORMED, encode_outlet, record_columns
+        from streamlets.deadletter import observation_name
+
+        self._in_topic = in_topic
+        schema, out_schema = Mapper.inlet.schema, Mapper.out.schema
+        decoded = _decode_v1(self.source(), schema, self.trailing).observe(
+            observation_name("in"),
+            F.count(F.lit(1)).alias("records"),
+            F.sum(F.col(MALFORMED).cast("long")).alias("malformed"),
+        )
+        records = record_columns(decoded.where(~F.col(MALFORMED)), schema)
+        encoded = encode_outlet(spark_map(records), out_schema, (KEY_FIELD,), "bench")
+        return [self.sink(encoded, out_topic, checkpoint)]
+
+
+class SdkReencode(SdkV1):
+    name = "reencode"
+    description = "sdk-v1 plus a trailing-bytes check by re-encoding: length(to_avro(record)) != length(value)"
+    trailing = True
+
+
+class SdkCompact(SdkV1):
+    name = "compact"
+    description = "sdk-v1 plus the trailing-bytes check as a compact length expression (compact_malformed)"
+
+    def start(self, in_topic, out_topic, checkpoint):
+        from pyspark.sql import functions as F
+        from pyspark.sql.avro.functions import from_avro
+
+        from streamlets.codec import MALFORMED, RECORD, encode_outlet, record_columns
+        from streamlets.deadletter import observation_name
+
+        self._in_topic = in_topic
+        schema, out_schema = Mapper.inlet.schema, Mapper.out.schema
+        dec = self.source().withColumn(RECORD, from_avro(F.col("value"), schema.json, {"mode": "PERMISSIVE"}))
+        decoded = compact_malformed(dec, schema).observe(
+            observation_name("in"),
+            F.count(F.lit(1)).alias("records"),
+            F.sum(F.col(MALFORMED).cast("long")).alias("malformed"),
+        )
+        records = record_columns(decoded.where(~F.col(MALFORMED)), schema)
+        encoded = encode_outlet(spark_map(records), out_schema, (KEY_FIELD,), "bench")
+        return [self.sink(encoded, out_topic, checkpoint)]
+
+
 class StreamletJob(Job):
     name = "streamlet"
     description = "Mapper started by StreamletRuntime (KafkaTransport, dead letters, progress monitor)"
+
+    streamlet_class = Mapper
 
     def start(self, in_topic, out_topic, checkpoint):
         from streamlets.runconfig import StreamletRunConfig
@@ -392,13 +534,14 @@ class StreamletJob(Job):
         from streamlets.transport import KafkaTransport
 
         run = StreamletRunConfig(
-            app_id="bench", streamlet="mapper", class_name=f"{Mapper.__module__}.Mapper",
+            app_id="bench", streamlet="mapper",
+            class_name=f"{self.streamlet_class.__module__}.{self.streamlet_class.__name__}",
             topics={"in": in_topic, "out": out_topic}, bootstrap_servers=self.bootstrap,
             checkpoint_root=checkpoint, dead_letter_topic=DEAD_LETTERS, available_now=True,
             max_offsets_per_trigger=self.max_offsets,
         )
         self.runtime = StreamletRuntime(self.spark, "bench", DEAD_LETTERS, KafkaTransport(self.bootstrap))
-        self.ctx = self.runtime.start_class(Mapper, run)
+        self.ctx = self.runtime.start_class(self.streamlet_class, run)
         return list(self.ctx.queries)
 
     def finish(self):
@@ -408,9 +551,17 @@ class StreamletJob(Job):
             raise AssertionError(f"streamlet reported dead letters: {dl.written} {dl.errors}")
 
 
+class CheckedStreamletJob(StreamletJob):
+    name = "checked"
+    description = "CheckedMapper: the streamlet with AvroInlet(check_trailing_bytes=True), by StreamletRuntime"
+    streamlet_class = CheckedMapper
+
+
 DEAD_LETTERS = "bench.dead-letters"
 JOBS: dict[str, type[Job]] = {j.name: j for j in (Baseline, BaselineSession, BaselineListener, Permissive, SdkFilter,
-                                                   SdkObserve, StreamletJob)}
+                                                   SdkObserve, SdkV1, SdkReencode, SdkCompact, StreamletJob)}
+if CheckedMapper is not None:
+    JOBS[CheckedStreamletJob.name] = CheckedStreamletJob
 DEFAULT_VARIANTS = ("baseline", "streamlet")
 
 
@@ -506,6 +657,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"comma-separated jobs to time, or 'all' ({', '.join(JOBS)}); "
                              "baseline and streamlet are always included")
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument("--java-options", default=None, metavar="OPTS",
+                        help="extra JVM options of the Spark driver (one JVM runs every job, so they apply to all "
+                             "alike), e.g. --java-options=-XX:-DontCompileHugeMethods")
     parser.add_argument("--explain", action="store_true", help="print each job's physical plan (from the warm-up)")
     parser.add_argument("--output", default=str(HERE / "results" / "map.json"), help="JSON results file")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (broker data, checkpoints)")
@@ -549,7 +703,8 @@ def main(argv: list[str] | None = None) -> int:
             produce_records(bootstrap, warm_topic, warm_n, args.partitions, start=10**9)
         print(f"  {produce_s:.1f} s ({args.records / produce_s:,.0f} records/s)", flush=True)
 
-        spark = build_spark_session("bench-map", master=args.master)
+        conf = {"spark.driver.extraJavaOptions": args.java_options} if args.java_options else {}
+        spark = build_spark_session("bench-map", conf, master=args.master)
         jobs = {name: JOBS[name](spark, bootstrap, args.max_offsets_per_trigger) for name in variants}
 
         print(f"warm-up: {args.warmup_runs} untimed run(s) of each job on {warm_topic} ({warm_n} records) ...",
@@ -594,6 +749,7 @@ def main(argv: list[str] | None = None) -> int:
             "partitions": args.partitions,
             "max_offsets_per_trigger": args.max_offsets_per_trigger,
             "master": args.master,
+            "java_options": args.java_options,
             "variants": {name: JOBS[name].description for name in variants},
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                         "spark": spark.version, "loadavg_before": load_before, "loadavg_after": load_after},
@@ -648,6 +804,7 @@ def print_table(result: dict[str, Any], variants: list[str]) -> None:
     print()
     print(f"map benchmark: {n:,} records, {result['partitions']} partitions, {result['master']}, "
           f"maxOffsetsPerTrigger={mot if mot else 'unset'}, Spark {result['machine']['spark']}, "
+          f"{'JVM options ' + result['java_options'] + ', ' if result['java_options'] else ''}"
           f"{result['machine']['cpus']} CPUs, load average {result['machine']['loadavg_before'][0]:.1f} at the start")
     head = f"{'round':<7}" + "".join(f"{v + ' s':>14}{'rec/s':>10}{'cpu s':>7}" for v in variants) + f"{'ratio':>7}"
     print(head)

@@ -89,8 +89,10 @@ class StreamletContext:
         if inlet.error_handling == "fail":
             decoded = decode_value(raw.where(F.col("value").isNotNull()), inlet.schema, permissive=False, writer=writer_schema)
             return record_columns(decoded, inlet.schema)
-        self._inlet_reads.append(InletRead(self.name, inlet.name, topic, inlet.schema, writer_schema))
-        decoded = decode_value(raw, inlet.schema, permissive=True, writer=writer_schema).observe(
+        self._inlet_reads.append(InletRead(self.name, inlet.name, topic, inlet.schema, writer_schema,
+                                           inlet.check_trailing_bytes))
+        decoded = decode_value(raw, inlet.schema, permissive=True, writer=writer_schema,
+                               check_trailing_bytes=inlet.check_trailing_bytes).observe(
             observation_name(inlet.name),
             F.count(F.lit(1)).alias("records"),
             F.sum(F.col(MALFORMED).cast("long")).alias("malformed"),

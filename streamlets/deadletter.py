@@ -65,6 +65,7 @@ class InletRead:
     topic: str
     schema: AvroSchema
     writer: AvroSchema | None = None  # the producer's schema, when it differs
+    check_trailing_bytes: bool = False
 
 
 @dataclass(frozen=True)
@@ -211,7 +212,8 @@ class DeadLetterWriter:
             log.warning("%d malformed value(s) on %s but no dead-letter topic is configured", request.malformed, read.topic)
             return 0
         raw = self.transport.read_range(self.spark, read.topic, request.start, request.end)
-        bad = decode_value(raw, read.schema, permissive=True, writer=read.writer).where(F.col(MALFORMED)).drop(RECORD, MALFORMED)
+        bad = decode_value(raw, read.schema, permissive=True, writer=read.writer,
+                           check_trailing_bytes=read.check_trailing_bytes).where(F.col(MALFORMED)).drop(RECORD, MALFORMED)
         describe = udf(_describer(read.writer or read.schema), "string")
         envelope = bad.select(
             F.lit(self.app_id).alias("app_id"),

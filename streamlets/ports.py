@@ -53,6 +53,10 @@ class AvroInlet(Port):
     `error_handling`: "dead-letter" (default) sends values that do not decode to the
     application's dead-letter topic and keeps running (Spark from_avro mode PERMISSIVE plus
     a scan of the offending offsets); "fail" stops the query on the first one (mode FAILFAST).
+
+    `check_trailing_bytes`: Spark's from_avro (like Avro's own decoders) ignores bytes left after
+    a complete record, so JSON text or a schema-registry header can pass as a record. True
+    treats such values as malformed too, at some cost per record (see bench/README.md).
     """
 
     role = "inlet"
@@ -63,10 +67,12 @@ class AvroInlet(Port):
         schema: SchemaSource,
         *,
         error_handling: ErrorHandling = "dead-letter",
+        check_trailing_bytes: bool = False,
         description: str = "",
     ) -> None:
         super().__init__(name, schema, description=description)
         self.error_handling = error_handling  # checked with the class (named in the error)
+        self.check_trailing_bytes = check_trailing_bytes
 
 
 class AvroOutlet(Port):

@@ -43,7 +43,7 @@ ITEM_V2 = {**ITEM_V1, "fields": [*ITEM_V1["fields"], {"name": "note", "type": "s
 class Upper(Streamlet):
     """Upper-cases names and doubles amounts."""
 
-    inlet = AvroInlet("in", TXN)
+    inlet = AvroInlet("in", TXN, check_trailing_bytes=True)
     out = AvroOutlet("out", TXN, key="id")
 
     def create_logic(self, ctx):
