@@ -71,7 +71,7 @@ class ProgressMonitor(StreamingQueryListener):
         self._names[str(event.id)] = event.name or "unnamed"
         self._entry(event.name).status = "running"
 
-    def onQueryIdle(self, event) -> None:
+    def onQueryIdle(self, event) -> None:  # part of the listener interface; nothing to record
         pass
 
     def onQueryTerminated(self, event) -> None:
