@@ -18,7 +18,7 @@ from rich.text import Text
 
 from .loader import BlueprintError, BlueprintReadError, load_blueprint
 from .model import Blueprint
-from .verify import Problem
+from .problems import GROUPS, Problem, make_problem, report_order
 from .verify import verify as verify_blueprint
 
 EXIT_SOUND, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
@@ -45,16 +45,26 @@ class OutputFormat(str, Enum):
 
 @app.command()
 def verify(
-    file: Path = typer.Argument(..., metavar="FILE", help="the blueprint file (YAML)", show_default=False),
-    format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="text for people, json for tools"),
+    file: Path = typer.Argument(..., metavar="FILE", help="the blueprint file: YAML, or Cloudflow's HOCON "
+                                "blueprint.conf", show_default=False),
+    overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...", help="settings checked with --config, "
+                                          "e.g. streamlets.stats.config-parameters.window=1h", show_default=False),
+    format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="text for people, json for tools "
+                                        "(schema: blueprint/verify-report.schema.json)"),
     strict: bool = typer.Option(False, "--strict", help="warnings fail the verification too"),
+    config: Path | None = typer.Option(None, "--config", "-c", help="a run or deploy config file (HOCON, YAML or "
+                                       "JSON) to check against the blueprint's streamlets, topics and parameters"),
 ) -> None:
-    """Check that classes load, ports connect and each topic's schemas are compatible.
+    """Check everything that can be checked before anything runs: the file's structure, that
+    classes load and declare valid ports, parameters and mounts, that ports connect, that each
+    topic's schemas are compatible in the direction data flows, that there are no cycles, and
+    (with --config or KEY=VALUE) the settings of a run or deploy.
 
-    Streamlet class paths (module.Class) resolve against the blueprint's folder.
+    Streamlet class paths (module.Class) resolve against the blueprint's folder. Exit status:
+    0 sound, 1 problems (errors, or warnings with --strict), 2 usage or I/O error.
     """
     try:
-        code = _verify(file, format, strict)
+        code = _verify(file, format, strict, config, overrides or [])
     except Exception as e:  # a bug of ours: one line, no traceback
         print(f"error: internal error while verifying {file}: {type(e).__name__}: {e}", file=sys.stderr)
         code = EXIT_USAGE
@@ -126,27 +136,48 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
         return EXIT_PROBLEMS
 
 
-def _verify(file: Path, fmt: OutputFormat, strict: bool) -> int:
+REPORT_VERSION = 1  # of the JSON report; its schema is blueprint/verify-report.schema.json
+
+
+def _verify(file: Path, fmt: OutputFormat, strict: bool, config: Path | None, overrides: list[str]) -> int:
+    from .configcheck import ConfigReadError, check_config, parse_overrides, read_entries
+    from .verify import check, resolve
+
     blueprint: Blueprint | None = None
     try:
         blueprint = load_blueprint(file)
     except BlueprintReadError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except BlueprintError as e:  # the file is there but is no blueprint: a problem like any other
-        problems = [Problem(severity="error", code="invalid-blueprint", message=e.message, file=str(file),
-                            line=e.line, column=e.column)]
+    except BlueprintError as e:  # the file is there but is no blueprint: problems like any other
+        problems = [make_problem(p.code, p.message, str(file), p.line, p.column) for p in e.problems]
+        problems.append(make_problem(e.code, e.message, str(file), e.line, e.column))
     else:
         # Streamlet modules may print while importing: keep stdout for the report.
         with contextlib.redirect_stdout(sys.stderr):
-            problems = verify_blueprint(blueprint)
+            resolved = resolve(blueprint)
+            problems = check(resolved)
+        if config is not None or overrides:
+            entries, problems_of_overrides = parse_overrides(overrides)
+            try:
+                entries = (read_entries(config) if config is not None else []) + entries
+            except ConfigReadError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return EXIT_USAGE
+            except BlueprintError as e:  # not checked further: its settings are unknown
+                problems = report_order(problems + [make_problem(e.code, e.message, str(config), e.line, e.column)])
+            else:
+                problems = report_order(problems + problems_of_overrides + check_config(resolved, entries))
     errors = sum(p.severity == "error" for p in problems)
     warnings = len(problems) - errors
     failed = errors > 0 or (strict and warnings > 0)
     if fmt is OutputFormat.json:
         print(json.dumps({
+            "version": REPORT_VERSION,
             "file": str(file),
+            "config": str(config) if config is not None else None,
             "app_id": blueprint.app_id if blueprint else None,
+            "strict": strict,
             "sound": not failed,
             "errors": errors,
             "warnings": warnings,
@@ -162,15 +193,22 @@ _STYLE = {"error": "bold red", "warning": "bold yellow"}
 
 def _print_text(file: Path, blueprint: Blueprint | None, problems: list[Problem],
                 errors: int, warnings: int, failed: bool) -> None:
+    """Problems grouped under a heading per kind (see problems.GROUPS), then a summary line.
+
+    Each problem is one line `file:line:column: severity: message (hint: ...)`, for people and grep.
+    """
     # rich colours only when stdout is a terminal; soft_wrap keeps one problem per line for grep.
     console = Console(highlight=False, soft_wrap=True)
-    for severity in ("error", "warning"):
-        for p in (p for p in problems if p.severity == severity):
-            where = ":".join(str(x) for x in (p.file, p.line, p.column) if x is not None)
-            line = Text.assemble((where, "bold"), ": ", (severity, _STYLE[severity]), ": ", p.message)
-            if p.hint:
-                line.append(f" (hint: {p.hint})", style="dim")
-            console.print(line)
+    group = None
+    for p in report_order(problems):
+        if p.group != group:
+            group = p.group
+            console.print(Text(f"{GROUPS.get(group, group)}:", style="bold underline"))
+        where = ":".join(str(x) for x in (p.file, p.line, p.column) if x is not None)
+        line = Text.assemble("  ", (where, "bold"), ": ", (p.severity, _STYLE[p.severity]), ": ", p.message)
+        if p.hint:
+            line.append(f" (hint: {p.hint})", style="dim")
+        console.print(line)
     counts = ", ".join(_count(n, word) for n, word in ((errors, "error"), (warnings, "warning")) if n)
     if failed:
         summary = Text.assemble((f"{file}: ", "bold"), ("not sound", "bold red"), f": {counts}")

@@ -38,6 +38,13 @@ class Located(BaseModel):
     column: int | None = None
 
 
+class LoadProblem(Located):
+    """A structural problem the loader found and skipped (the verifier reports it as an error)."""
+
+    code: str
+    message: str
+
+
 class PortPath(BaseModel):
     """`streamlet.port`: one port of one streamlet instance."""
 
@@ -87,6 +94,7 @@ class Topic(Located):
     partitions: int = Field(default=1, ge=1)
     replication_factor: int | None = Field(default=None, ge=1)
     config: dict[str, str] = {}
+    managed: bool = True  # created (never deleted) by the sandbox and the operator; False: must exist
 
     def kafka_name(self, app_id: str) -> str:
         """The Kafka topic name: `name` if given, else `<app id>.<topic id>`."""
@@ -101,6 +109,7 @@ class Blueprint(BaseModel):
     topics: dict[str, Topic] = {}
     path: Path
     app_id_position: Located = Located()
+    load_problems: list[LoadProblem] = []
 
     @property
     def folder(self) -> Path:

@@ -1,14 +1,10 @@
-"""Verifying a loaded blueprint: names, classes, connections and schema compatibility.
+"""Verifying a loaded blueprint: structure, classes, declarations, connections, schemas, graph.
 
 `verify(blueprint)` imports the streamlet classes, resolves every producer/consumer item to a
-port once, then runs each check in CHECKS. A check is a function of the resolved blueprint that
-returns problems of one kind; add a kind by adding a function to CHECKS.
-
-Problem codes:
-  error    invalid-app-id, invalid-streamlet-name, unloadable-class, invalid-topic-name,
-           malformed-port-path, unknown-streamlet, unknown-port, wrong-port-role,
-           unconnected-inlet, port-on-many-topics, incompatible-schema
-  warning  unconnected-outlet, schema-differs, empty-topic
+port once (`resolve`), then runs each check in CHECKS (`check`). A check is a function of the
+resolved blueprint that returns problems of its kinds; add a kind by registering its code in
+blueprint.problems.CODES and adding a function to CHECKS. Run and deploy config files are
+checked by blueprint.configcheck against the same resolved blueprint.
 """
 
 from __future__ import annotations
@@ -16,32 +12,20 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from dataclasses import dataclass
-from typing import Callable, Iterable, Literal
-
-from pydantic import BaseModel
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
 
 from streamlets.descriptor import InletDescriptor, OutletDescriptor, StreamletDescriptor
 from streamlets.names import is_dns_label
 
-from .loader import import_streamlets
+from .loader import _summary, import_streamlets
 from .model import KAFKA_TOPIC_NAME_MAX, Blueprint, Located, PortPath, PortRef, Topic, is_kafka_topic_name
+from .problems import Problem, make_problem, report_order
 
-Severity = Literal["error", "warning"]
 PortDescriptor = InletDescriptor | OutletDescriptor
 ROLE_OF = {"producers": "outlet", "consumers": "inlet"}  # what each side of a topic must name
 
-
-class Problem(BaseModel):
-    """One finding, located in the blueprint file (line and column are 1-based, or None)."""
-
-    severity: Severity
-    code: str
-    message: str
-    file: str
-    line: int | None = None
-    column: int | None = None
-    hint: str | None = None
+__all__ = ["Problem", "Resolved", "resolve", "check", "verify", "CHECKS"]
 
 
 @dataclass(frozen=True)
@@ -71,39 +55,67 @@ class Resolved:
     blueprint: Blueprint
     load_errors: dict[str, Exception]
     descriptors: dict[str, StreamletDescriptor]
+    classes: dict[str, type]
     bindings: list[Binding]
+    by_topic: dict[str, list[Binding]] = field(default_factory=dict)
 
-    def problem(self, severity: Severity, code: str, message: str, at: Located | None = None,
-                hint: str | None = None) -> Problem:
-        return Problem(severity=severity, code=code, message=message, file=str(self.blueprint.path),
-                       line=at.line if at else None, column=at.column if at else None, hint=hint)
+    def __post_init__(self) -> None:
+        for b in self.bindings:
+            self.by_topic.setdefault(b.topic.id, []).append(b)
+
+    def problem(self, code: str, message: str, at: Located | None = None, hint: str | None = None) -> Problem:
+        return make_problem(code, message, str(self.blueprint.path), at.line if at else None,
+                            at.column if at else None, hint)
+
+    def ok(self, topic: Topic, side: str) -> list[Binding]:
+        return [b for b in self.by_topic.get(topic.id, ()) if b.status == "ok" and b.side == side]
 
     def connected(self) -> set[tuple[str, str]]:
         """(streamlet, port) of every port a topic names, rightly or in the wrong role."""
         return {(b.path.streamlet, b.path.port) for b in self.bindings if b.status in ("ok", "wrong-role")}
 
 
-def verify(blueprint: Blueprint, classes: dict | None = None) -> list[Problem]:
-    """Every problem of the blueprint, errors and warnings, in file order.
+class InstantiationError(Exception):
+    """The streamlet class raised when instantiated without arguments (as the runtime does)."""
 
-    `classes` (instance name -> class or load error, as import_streamlets returns) is imported
-    from the blueprint's folder when not given. Never raises for problems in the user's code.
-    """
+    code = "instantiation-failed"
+
+
+def resolve(blueprint: Blueprint, classes: dict | None = None) -> Resolved:
+    """Load the classes (unless given: instance name -> class or load error, as import_streamlets
+    returns), instantiate each once, read the descriptors and resolve every producer/consumer."""
     if classes is None:
         classes = import_streamlets(blueprint)
     load_errors: dict[str, Exception] = {}
     descriptors: dict[str, StreamletDescriptor] = {}
+    loaded: dict[str, type] = {}
     for name, cls in classes.items():
         if isinstance(cls, Exception):
             load_errors[name] = cls
             continue
         try:
+            cls()  # the runtime instantiates it without arguments: a failing __init__ shows here first
             descriptors[name] = cls.descriptor()
-        except Exception as e:  # a class that passed definition checks should not fail here
-            load_errors[name] = e
-    resolved = Resolved(blueprint, load_errors, descriptors, list(_bindings(blueprint, descriptors, load_errors)))
-    problems = [p for check in CHECKS for p in check(resolved)]
-    return sorted(problems, key=lambda p: (p.line or 0, p.column or 0))
+            loaded[name] = cls
+        except (Exception, SystemExit) as e:
+            load_errors[name] = InstantiationError(f"instantiating {cls.__module__}.{cls.__qualname__}() raised "
+                                                   f"{_summary(e, str(blueprint.folder))}")
+    return Resolved(blueprint, load_errors, descriptors, loaded, list(_bindings(blueprint, descriptors, load_errors)))
+
+
+def check(r: Resolved) -> list[Problem]:
+    """Every check of CHECKS on a resolved blueprint, in report order."""
+    return report_order([p for c in CHECKS for p in c(r)])
+
+
+def verify(blueprint: Blueprint, classes: dict | None = None) -> list[Problem]:
+    """Every problem of the blueprint, errors and warnings, in report order (grouped by kind,
+    errors first, then by place in the file).
+
+    `classes` (instance name -> class or load error, as import_streamlets returns) is imported
+    from the blueprint's folder when not given. Never raises for problems in the user's code.
+    """
+    return check(resolve(blueprint, classes))
 
 
 def _bindings(bp: Blueprint, descriptors: dict[str, StreamletDescriptor],
@@ -130,32 +142,40 @@ def _bindings(bp: Blueprint, descriptors: dict[str, StreamletDescriptor],
                         yield Binding(topic, side, ref, path, "unknown-port")
 
 
-# --- checks: one kind each ---------------------------------------------------------------------
+# --- checks: one kind (or one family of kinds) each ----------------------------------------------
+
+def check_structure(r: Resolved) -> list[Problem]:
+    """What the loader found and skipped: unknown keys, duplicates, wrong types."""
+    return [r.problem(p.code, p.message, p) for p in r.blueprint.load_problems]
+
 
 def check_app_id(r: Resolved) -> list[Problem]:
     app_id = r.blueprint.app_id
     if is_dns_label(app_id):
         return []
-    return [r.problem("error", "invalid-app-id", f"app-id {app_id!r} is not a DNS label", r.blueprint.app_id_position,
-                      "use lowercase letters, digits and '-', at most 63 characters, starting and ending "
-                      "with a letter or digit")]
+    return [r.problem("invalid-app-id", f"app-id {app_id!r} is not a DNS label", r.blueprint.app_id_position)]
 
 
 def check_streamlet_names(r: Resolved) -> list[Problem]:
-    return [r.problem("error", "invalid-streamlet-name",
-                      f"streamlet name {name!r} is not a DNS label", ref,
-                      "use lowercase letters, digits and '-', at most 63 characters; it names Kubernetes resources")
+    return [r.problem("invalid-streamlet-name", f"streamlet name {name!r} is not a DNS label", ref)
             for name, ref in r.blueprint.streamlets.items() if not is_dns_label(name)]
 
 
 def check_classes(r: Resolved) -> list[Problem]:
+    """Classes that did not load, with the code of the reason; a class with invalid declarations
+    gives one problem per declaration (port, schema, config parameter, volume mount)."""
     out = []
     for name, error in r.load_errors.items():
-        # Only a module or class not found is about where class paths resolve.
-        not_found = "No module named" in str(error) or "has no class" in str(error)
-        out.append(r.problem("error", "unloadable-class", f"streamlet {name!r}: {error}", r.blueprint.streamlets[name],
-                             f"class paths resolve against the blueprint's folder {r.blueprint.folder}"
-                             if not_found else None))
+        ref = r.blueprint.streamlets[name]
+        code = getattr(error, "code", "import-failed")
+        if code == "invalid-definition":
+            out.extend(r.problem(p.code, f"streamlet {name!r} ({ref.class_name}): {p.message}", ref)
+                       for p in error.problems)
+            continue
+        hint = None
+        if code in ("module-not-found", "class-not-found"):
+            hint = f"class paths resolve against the blueprint's folder {r.blueprint.folder}"
+        out.append(r.problem(code, f"streamlet {name!r}: {error}", ref, hint))
     return out
 
 
@@ -165,22 +185,38 @@ def check_topic_names(r: Resolved) -> list[Problem]:
         name = topic.kafka_name(r.blueprint.app_id)
         if not is_kafka_topic_name(name):
             source = "its name" if topic.name else "the default name <app-id>.<topic id>"
-            out.append(r.problem("error", "invalid-topic-name",
+            out.append(r.problem("invalid-topic-name",
                                  f"topic {topic.id!r}: {source} {name!r} is not a valid Kafka topic name", topic,
                                  f"Kafka topic names use letters, digits, '.', '_' and '-', at most "
                                  f"{KAFKA_TOPIC_NAME_MAX} characters"))
     return out
 
 
+def check_kafka_name_clashes(r: Resolved) -> list[Problem]:
+    first: dict[str, Topic] = {}
+    out = []
+    for topic in r.blueprint.topics.values():
+        name = topic.kafka_name(r.blueprint.app_id)
+        if name in first:
+            other = first[name]
+            out.append(r.problem("duplicate-kafka-topic",
+                                 f"topics {other.id!r} (line {other.line}) and {topic.id!r} both resolve to "
+                                 f"the Kafka topic {name!r}", topic,
+                                 "give one of them another `name:`, or list all its ports under one topic id"))
+        else:
+            first[name] = topic
+    return out
+
+
 def check_port_paths(r: Resolved) -> list[Problem]:
-    return [r.problem("error", "malformed-port-path",
+    return [r.problem("malformed-port-path",
                       f"topic {b.topic.id!r}: {b.ref.text!r} in {b.side} is not a port path", b.ref,
                       f"write streamlet.{b.wanted_role}, e.g. {_example(r, b.wanted_role)}")
             for b in r.bindings if b.status == "malformed"]
 
 
 def check_unknown_streamlets(r: Resolved) -> list[Problem]:
-    return [r.problem("error", "unknown-streamlet",
+    return [r.problem("unknown-streamlet",
                       f"topic {b.topic.id!r}: {b.ref.text!r} names no streamlet {b.path.streamlet!r}", b.ref,
                       _suggest(b.path.streamlet, r.blueprint.streamlets, "streamlets"))
             for b in r.bindings if b.status == "unknown-streamlet"]
@@ -193,7 +229,7 @@ def check_unknown_ports(r: Resolved) -> list[Problem]:
             continue
         d = r.descriptors[b.path.streamlet]
         names = [p.name for p in (d.outlets if b.side == "producers" else d.inlets)]
-        out.append(r.problem("error", "unknown-port",
+        out.append(r.problem("unknown-port",
                              f"topic {b.topic.id!r}: streamlet {b.path.streamlet!r} ({d.class_name}) has no "
                              f"{b.wanted_role} {b.path.port!r}", b.ref,
                              _suggest(b.path.port, names, f"{b.wanted_role}s of {b.path.streamlet!r}")))
@@ -207,19 +243,18 @@ def check_port_roles(r: Resolved) -> list[Problem]:
             continue
         actual = "inlet" if b.side == "producers" else "outlet"
         other_side = "consumers" if b.side == "producers" else "producers"
-        out.append(r.problem("error", "wrong-port-role",
+        out.append(r.problem("wrong-port-role",
                              f"topic {b.topic.id!r}: `{b.path}` is an {actual}, but {b.side} must be "
                              f"{b.wanted_role}s", b.ref, f"move `{b.path}` to the topic's {other_side}"))
     return out
 
 
 def check_unconnected_inlets(r: Resolved) -> list[Problem]:
-    return _unconnected(r, "inlet", "error", "unconnected-inlet",
-                        "add `{path}` to the consumers of the topic it should read")
+    return _unconnected(r, "inlet", "unconnected-inlet", "add `{path}` to the consumers of the topic it should read")
 
 
 def check_unconnected_outlets(r: Resolved) -> list[Problem]:
-    return _unconnected(r, "outlet", "warning", "unconnected-outlet",
+    return _unconnected(r, "outlet", "unconnected-outlet",
                         "add `{path}` to a topic's producers; writing to an unconnected outlet fails at run time")
 
 
@@ -237,63 +272,107 @@ def check_ports_on_many_topics(r: Resolved) -> list[Problem]:
             role = first.wanted_role
             hint = ("list every consumer under one topic: a topic feeds any number of inlets" if role == "outlet"
                     else "an inlet reads one topic: list all its producers under that topic")
-            out.append(r.problem("error", "port-on-many-topics",
+            out.append(r.problem("port-on-many-topics",
                                  f"{role} `{first.path}` is bound to {len(bound)} topics "
                                  f"({', '.join(repr(b.topic.id) for b in bound)}); a port connects to one topic",
                                  bound[1].ref, hint))
     return out
 
 
-def check_schemas(r: Resolved) -> list[Problem]:
-    """Each producer's schema as writer against each consumer's schema as reader, per topic."""
+def check_topic_ends(r: Resolved) -> list[Problem]:
+    """Topics without producers or without consumers (written, not resolved: a misspelt port is
+    its own error). Warnings; `--strict` makes them errors."""
     out = []
-    for topic in r.blueprint.topics.values():
-        ok = [b for b in r.bindings if b.topic is topic and b.status == "ok"]
-        for w in (b for b in ok if b.side == "producers"):
-            for c in (b for b in ok if b.side == "consumers"):
-                if w.port.fingerprint == c.port.fingerprint:
-                    continue
-                where = f"topic {topic.id!r}: inlet `{c.path}` ({c.port.schema_name})"
-                try:
-                    broken = _incompatibility(reader=c.port.schema_, writer=w.port.schema_)
-                except Exception as e:  # the avro package rejects a schema fastavro accepted
-                    out.append(r.problem("warning", "schema-differs",
-                                         f"{where} and outlet `{w.path}` use different schemas that could not "
-                                         f"be compared: {e}", c.ref))
-                    continue
-                if broken:
-                    out.append(r.problem(
-                        "error", "incompatible-schema",
-                        f"{where} cannot read what outlet `{w.path}` ({w.port.schema_name}) writes: {broken}", c.ref,
-                        "a reader may add fields only with a default, and may widen a type: "
-                        "int -> long -> float -> double, string <-> bytes"))
-                else:
-                    out.append(r.problem(
-                        "warning", "schema-differs",
-                        f"{where} reads a different version of the schema than outlet `{w.path}` writes "
-                        f"(fingerprints {c.port.fingerprint} and {w.port.fingerprint}); Avro resolution allows it",
-                        c.ref,
-                        "the inlet decodes with its own schema only (Spark from_avro), so use the same schema "
-                        "on both ends until the runtime resolves writer against reader"))
+    for t in r.blueprint.topics.values():
+        if not t.managed:
+            continue  # a topic of another system: its other end is outside the application
+        if not t.producers and not t.consumers:
+            out.append(r.problem("empty-topic", f"topic {t.id!r} has no producers and no consumers", t))
+        elif not t.producers:
+            out.append(r.problem("topic-without-producers", f"topic {t.id!r} has consumers but no producers", t,
+                                 "add the outlet that should write it, or mark the topic `managed: false` "
+                                 "if another system writes it"))
+        elif not t.consumers:
+            out.append(r.problem("topic-without-consumers", f"topic {t.id!r} has producers but no consumers", t,
+                                 "add the inlet that should read it, or mark the topic `managed: false` "
+                                 "if another system reads it"))
     return out
 
 
-def check_empty_topics(r: Resolved) -> list[Problem]:
-    return [r.problem("warning", "empty-topic", f"topic {t.id!r} has no producers and no consumers", t,
-                      "connect ports to it or remove it")
-            for t in r.blueprint.topics.values() if not t.producers and not t.consumers]
+def check_producer_schemas(r: Resolved) -> list[Problem]:
+    out = []
+    for topic in r.blueprint.topics.values():
+        producers = r.ok(topic, "producers")
+        first = producers[0] if producers else None
+        for other in producers[1:]:
+            if other.port.fingerprint != first.port.fingerprint:
+                out.append(r.problem("producers-disagree",
+                                     f"topic {topic.id!r}: outlets `{first.path}` ({first.port.schema_name}) and "
+                                     f"`{other.path}` ({other.port.schema_name}) write different schemas "
+                                     f"(fingerprints {first.port.fingerprint} and {other.port.fingerprint})",
+                                     other.ref))
+    return out
+
+
+def check_schemas(r: Resolved) -> list[Problem]:
+    """Each producer's schema as writer against each consumer's schema as reader, per topic: the
+    direction data flows, so a consumer may lag a compatible evolution of its producer."""
+    out = []
+    compatibility: dict[tuple[str, str], str | Exception | None] = {}  # (reader, writer) fingerprints
+    for topic in r.blueprint.topics.values():
+        consumers = r.ok(topic, "consumers")
+        for w in r.ok(topic, "producers"):
+            for c in consumers:
+                if w.port.fingerprint == c.port.fingerprint:
+                    continue
+                pair = (c.port.fingerprint, w.port.fingerprint)
+                if pair not in compatibility:
+                    try:
+                        compatibility[pair] = _incompatibility(reader=c.port.schema_, writer=w.port.schema_)
+                    except Exception as e:  # the avro package rejects a schema fastavro accepted
+                        compatibility[pair] = e
+                broken = compatibility[pair]
+                where = f"topic {topic.id!r}: inlet `{c.path}` ({c.port.schema_name})"
+                if isinstance(broken, Exception):
+                    out.append(r.problem("uncomparable-schema",
+                                         f"{where} and outlet `{w.path}` use different schemas that could not "
+                                         f"be compared: {broken}", c.ref))
+                elif broken:
+                    out.append(r.problem(
+                        "incompatible-schema",
+                        f"{where} cannot read what outlet `{w.path}` ({w.port.schema_name}) writes: {broken}", c.ref))
+    return out
+
+
+def check_cycles(r: Resolved) -> list[Problem]:
+    """Streamlets that feed back into themselves through topics, each loop reported once with its path."""
+    edges: dict[str, list[tuple[str, Topic]]] = {}  # streamlet -> (next streamlet, through topic)
+    for topic in r.blueprint.topics.values():
+        for w in r.ok(topic, "producers"):
+            for c in r.ok(topic, "consumers"):
+                edges.setdefault(w.path.streamlet, []).append((c.path.streamlet, topic))
+    out = []
+    for component in _strongly_connected(list(r.blueprint.streamlets), edges):
+        start = min(component, key=lambda n: list(r.blueprint.streamlets).index(n))
+        if len(component) == 1 and all(n != start for n, _ in edges.get(start, [])):
+            continue  # a single streamlet without a self-loop is no cycle
+        path = _cycle_through(start, component, edges)
+        shown = " ".join(f"{name} -[{topic.id}]->" for name, topic in path) + f" {start}"
+        out.append(r.problem("cycle", f"cycle: {shown}", r.blueprint.streamlets[start]))
+    return out
 
 
 CHECKS: tuple[Callable[[Resolved], list[Problem]], ...] = (
-    check_app_id, check_streamlet_names, check_classes, check_topic_names, check_port_paths,
-    check_unknown_streamlets, check_unknown_ports, check_port_roles, check_unconnected_inlets,
-    check_unconnected_outlets, check_ports_on_many_topics, check_schemas, check_empty_topics,
+    check_structure, check_app_id, check_streamlet_names, check_classes, check_topic_names,
+    check_kafka_name_clashes, check_port_paths, check_unknown_streamlets, check_unknown_ports, check_port_roles,
+    check_unconnected_inlets, check_unconnected_outlets, check_ports_on_many_topics, check_topic_ends,
+    check_producer_schemas, check_schemas, check_cycles,
 )
 
 
 # --- helpers -----------------------------------------------------------------------------------
 
-def _unconnected(r: Resolved, role: str, severity: Severity, code: str, hint: str) -> list[Problem]:
+def _unconnected(r: Resolved, role: str, code: str, hint: str) -> list[Problem]:
     connected = r.connected()
     # A misspelt port (unknown-port, whose hint names the real one) is not reported twice.
     misspelt = {b.path.streamlet for b in r.bindings if b.status == "unknown-port" and b.wanted_role == role}
@@ -304,9 +383,76 @@ def _unconnected(r: Resolved, role: str, severity: Severity, code: str, hint: st
         for port in (d.inlets if role == "inlet" else d.outlets):
             if (name, port.name) not in connected:
                 path = f"{name}.{port.name}"
-                out.append(r.problem(severity, code, f"{role} `{path}` is not connected to a topic",
+                out.append(r.problem(code, f"{role} `{path}` is not connected to a topic",
                                      r.blueprint.streamlets[name], hint.format(path=path)))
     return out
+
+
+def _strongly_connected(nodes: list[str], edges: dict[str, list[tuple[str, Topic]]]) -> list[list[str]]:
+    """Tarjan's algorithm, iterative (a generated blueprint may chain thousands of streamlets)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    components: list[list[str]] = []
+    counter = 0
+    for root in nodes:
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            node, i = work.pop()
+            if i == 0:
+                index[node] = low[node] = counter
+                counter += 1
+                stack.append(node)
+                on_stack.add(node)
+            successors = edges.get(node, [])
+            if i < len(successors):
+                work.append((node, i + 1))
+                nxt = successors[i][0]
+                if nxt not in index:
+                    work.append((nxt, 0))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                components.append(component)
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+    return components
+
+
+def _cycle_through(start: str, component: list[str], edges: dict[str, list[tuple[str, Topic]]]) -> list[tuple[str, Topic]]:
+    """A shortest loop from `start` back to itself inside its component: [(streamlet, topic out), ...]."""
+    members = set(component)
+    previous: dict[str, tuple[str, Topic]] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for nxt, topic in edges.get(node, []):
+                if nxt not in members:
+                    continue
+                if nxt == start:
+                    path = [(node, topic)]
+                    while node != start:
+                        node, topic = previous[node]
+                        path.append((node, topic))
+                    return path[::-1]
+                if nxt not in previous:
+                    previous[nxt] = (node, topic)
+                    following.append(nxt)
+        frontier = following
+    return []
 
 
 def _suggest(name: str, known: Iterable[str], what: str) -> str:
@@ -342,19 +488,19 @@ def _incompatibility(reader: dict, writer: dict) -> str | None:
     fields = sorted({_field_at(reader, loc) for loc in result.locations} - {""})
     # The checker keeps messages and locations as separate sets: pair them only when there is one.
     if len(kinds) == 1 and len(messages) == 1 and len(fields) <= 1:
-        kind, message, field = kinds.pop(), messages[0], (fields[0] if fields else "")
+        kind, message, field_name = kinds.pop(), messages[0], (fields[0] if fields else "")
         mismatch = re.match(r"reader type: (\S+) not compatible with writer type: (\S+)", message)
         if kind == "type_mismatch" and mismatch:
-            subject = f"field {field!r}" if field else "the record"
+            subject = f"field {field_name!r}" if field_name else "the record"
             return f"{subject} is {mismatch.group(1)} in the reader but {mismatch.group(2)} in the writer"
         if kind == "reader_field_missing_default_value":
-            return f"field {field or message!r} of the reader has no default and the writer does not write it"
+            return f"field {field_name or message!r} of the reader has no default and the writer does not write it"
         if kind == "name_mismatch":
-            subject = f"the type of field {field!r}" if field else "the record"
+            subject = f"the type of field {field_name!r}" if field_name else "the record"
             return f"{subject} has another name than the writer's ({message})"
         if kind == "missing_enum_symbols":
-            return f"enum field {field!r} lacks the writer's symbols {message}"
-        return f"{field or 'the record'}: {message}"
+            return f"enum field {field_name!r} lacks the writer's symbols {message}"
+        return f"{field_name or 'the record'}: {message}"
     at = f" at {', '.join(repr(f) for f in fields)}" if fields else ""
     return f"{', '.join(sorted(k.replace('_', ' ') for k in kinds))}{at}: {'; '.join(messages)}"
 
@@ -366,9 +512,9 @@ def _field_at(schema: dict, location: str) -> str:
     while i < len(tokens):
         token = tokens[i]
         if token == "fields" and i + 1 < len(tokens) and isinstance(node, dict) and "fields" in node:
-            field = node["fields"][int(tokens[i + 1])]
-            names.append(field["name"])
-            node, i = field, i + 2
+            item = node["fields"][int(tokens[i + 1])]
+            names.append(item["name"])
+            node, i = item, i + 2
         elif token in ("type", "items", "values") and isinstance(node, dict) and token in node:
             node, i = node[token], i + 1
         else:

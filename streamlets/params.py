@@ -126,14 +126,18 @@ class RegExpParameter(StringParameter):
 
 
 class IntegerParameter(ConfigParameter):
-    """A whole number (64-bit)."""
+    """A whole number in the 32-bit range (Cloudflow's int32: -2,147,483,648 to 2,147,483,647)."""
 
     type_name = "int32"
+    MIN, MAX = -(2**31), 2**31 - 1
 
     def convert(self, raw: Any) -> int:
         if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
             raise ValueError(f"expected an integer, got {raw!r}")
-        return int(str(raw).strip()) if isinstance(raw, str) else int(raw)
+        value = int(str(raw).strip()) if isinstance(raw, str) else int(raw)
+        if not self.MIN <= value <= self.MAX:
+            raise ValueError(f"{value} is outside the 32-bit range {self.MIN}..{self.MAX}")
+        return value
 
 
 class DoubleParameter(ConfigParameter):

@@ -13,7 +13,7 @@ from .descriptor import (
     StreamletDescriptor,
     VolumeMountDescriptor,
 )
-from .errors import ConfigError, StreamletDefinitionError
+from .errors import ConfigError, DefinitionProblem, StreamletDefinitionError
 from .names import is_config_key, is_dns_label
 from .params import ConfigParameter
 from .ports import ERROR_HANDLING, AvroInlet, AvroOutlet, Port
@@ -81,9 +81,7 @@ class Streamlet:
         super().__init_subclass__(**kwargs)
         problems = _check_class(cls)
         if problems:
-            raise StreamletDefinitionError(
-                f"streamlet {cls.__module__}.{cls.__qualname__}: " + "; ".join(problems)
-            )
+            raise StreamletDefinitionError(f"{cls.__module__}.{cls.__qualname__}", problems)
 
     # --- metadata, available without Spark ------------------------------------------------
 
@@ -156,9 +154,13 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _check_class(cls: type[Streamlet]) -> list[str]:
-    """Every problem of the class's declarations; also resolves and caches the port schemas."""
-    problems: list[str] = []
+def _check_class(cls: type[Streamlet]) -> list[DefinitionProblem]:
+    """Every problem of the class's declarations; also resolves and caches the port schemas.
+
+    The codes are the verifier's problem codes (see blueprint.verify).
+    """
+    problems: list[DefinitionProblem] = []
+    add = lambda code, message: problems.append(DefinitionProblem(code, message))  # noqa: E731
     ports: list[Port] = _declared(cls, Port)
     inlets = [p for p in ports if isinstance(p, AvroInlet)]
     outlets = [p for p in ports if isinstance(p, AvroOutlet)]
@@ -166,40 +168,41 @@ def _check_class(cls: type[Streamlet]) -> list[str]:
     for port in ports:
         label = f"{port.role} {port.name!r}"
         if not is_dns_label(port.name):
-            problems.append(f"{label}: port names must be DNS labels (lowercase letters, digits, '-'; at most 63)")
+            add("invalid-port-name", f"{label}: port names must be DNS labels (lowercase letters, digits, '-'; at most 63)")
         if port.name in seen:
-            problems.append(f"{label}: another port has the same name")
+            add("duplicate-port-name", f"{label}: another port has the same name")
         seen.add(port.name)
         if isinstance(port, AvroInlet) and port.error_handling not in ERROR_HANDLING:
-            problems.append(f"{label}: error_handling must be one of {', '.join(ERROR_HANDLING)}, not {port.error_handling!r}")
+            add("invalid-error-handling",
+                f"{label}: error_handling must be one of {', '.join(ERROR_HANDLING)}, not {port.error_handling!r}")
         try:
             schema = port.resolve(cls)
         except SchemaError as e:
-            problems.append(f"{label}: {e}")
+            add("invalid-schema", f"{label}: {e}")
             continue
         if isinstance(port, AvroOutlet):
             for k in port.key:
                 if schema.field(k) is None:
-                    problems.append(f"{label}: partition key field {k!r} is not a field of {schema.name} "
-                                    f"(fields: {', '.join(schema.field_names)})")
+                    add("invalid-partition-key", f"{label}: partition key field {k!r} is not a field of {schema.name} "
+                                                 f"(fields: {', '.join(schema.field_names)})")
     cls.__shape__ = StreamletShape(inlets, outlets)
 
     params: list[ConfigParameter] = _declared(cls, ConfigParameter)
     keys: set[str] = set()
     for p in params:
         if not is_config_key(p.key):
-            problems.append(f"config parameter {p.key!r}: keys are letters, digits, '-', '_' and '.'")
+            add("invalid-config-key", f"config parameter {p.key!r}: keys are letters, digits, '-', '_' and '.'")
         if p.key in keys:
-            problems.append(f"config parameter {p.key!r}: declared twice")
+            add("duplicate-config-key", f"config parameter {p.key!r}: declared twice")
         keys.add(p.key)
         pattern_error = getattr(p, "pattern_error", None)
         if pattern_error:
-            problems.append(f"config parameter {p.key!r}: {pattern_error}")
+            add("invalid-validation-pattern", f"config parameter {p.key!r}: {pattern_error}")
         elif p.default is not None:
             try:
                 p.default = p.parse(p.default)
             except ConfigError as e:
-                problems.append(f"default of {e}")
+                add("invalid-default", f"default of {e}")
     cls.__parameters__ = tuple(params)
 
     mounts: list[VolumeMount] = _declared(cls, VolumeMount)
@@ -208,19 +211,31 @@ def _check_class(cls: type[Streamlet]) -> list[str]:
     for m in mounts:
         label = f"volume mount {m.name!r}"
         if not is_dns_label(m.name):
-            problems.append(f"{label}: names must be DNS labels")
+            add("invalid-volume-name", f"{label}: names must be DNS labels (lowercase letters, digits, '-')")
         if m.name in names:
-            problems.append(f"{label}: declared twice")
-        if not m.path or not m.path.startswith("/") or ".." in re.split(r"/+", m.path):
-            problems.append(f"{label}: path {m.path!r} must be absolute and must not contain '..'")
-        if m.path in paths:
-            problems.append(f"{label}: path {m.path!r} is used by another mount")
+            add("duplicate-volume-name", f"{label}: declared twice")
+        path_error = _volume_path_error(m.path)
+        if path_error:
+            add("invalid-volume-path", f"{label}: {path_error}")
+        elif m.path in paths:
+            add("duplicate-volume-path", f"{label}: path {m.path!r} is used by another mount")
         if m.access_mode not in ACCESS_MODES:
-            problems.append(f"{label}: access mode must be one of {', '.join(ACCESS_MODES)}")
+            add("invalid-access-mode", f"{label}: access mode must be one of {', '.join(ACCESS_MODES)}")
         names.add(m.name)
         paths.add(m.path)
     cls.__volume_mounts__ = tuple(mounts)
     return problems
+
+
+def _volume_path_error(path: object) -> str | None:
+    """Why `path` cannot be a container mount path, or None (Kubernetes wants absolute paths)."""
+    if not isinstance(path, str) or not path.strip():
+        return "the path is empty"
+    if not path.startswith("/"):
+        return f"path {path!r} is relative; mount paths must be absolute"
+    if ".." in re.split(r"/+", path):
+        return f"path {path!r} contains '..'"
+    return None
 
 
 Streamlet.__shape__ = StreamletShape((), ())

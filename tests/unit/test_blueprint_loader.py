@@ -72,32 +72,91 @@ def test_default_app_id_from_folder(tmp_path):
     assert bp.app_id == "my-flights-app"
 
 
-@pytest.mark.parametrize("text, line, column, words", [
-    ("streamlets: [a\n", 2, 1, "malformed YAML"),
-    ("", 1, 1, "empty"),
-    ("- a\n- b\n", 1, 1, "must be a mapping"),
-    ("topics: {}\n", 1, 1, "no `streamlets:`"),
-    ("streamlets: {}\n", 1, 1, "names no streamlet"),
-    ("streamlets:\n  a: m.C\n  a: m.D\n", 3, 3, "'a' is given twice (first on line 2)"),
-    ("streamlets:\n  a: m.C\ntopic: {}\n", 3, 1, "did you mean 'topics'"),
-    ("streamlets:\n  a:\n", 2, 5, "class of streamlet 'a' must be text"),
-    ("streamlets:\n  a: [m.C]\n", 2, 6, "must be text, not a list"),
-    ("streamlets:\n  a: m.C\ntopics:\n  t:\n    consumer: [a.in]\n", 5, 5, "did you mean 'consumers'"),
-    ("streamlets:\n  a: m.C\ntopics:\n  t:\n    producers: {a: out}\n", 5, 16, "must be a list of port paths"),
-    ("streamlets:\n  a: m.C\ntopics:\n  t:\n    producers: [a.out, {x: 1}]\n", 5, 24, "an item of producers"),
-    ("streamlets:\n  a: m.C\ntopics:\n  t:\n    partitions: 0\n", 5, 17, "positive whole number"),
-    ("streamlets:\n  a: m.C\ntopics:\n  t:\n    partitions: true\n", 5, 17, "positive whole number"),
-    ("streamlets:\n  a: m.C\ntopics:\n  t:\n", 4, 5, "topic 't' must be a mapping"),
-    ("streamlets:\n  a: m.C\ntopics:\n  t: {config: {x: [1]}}\n", 4, 19, "config 'x' of topic 't'"),
+@pytest.mark.parametrize("text, line, column, code, words", [
+    ("streamlets: [a\n", 2, 1, "malformed-blueprint", "malformed YAML"),
+    ("", 1, 1, "missing-streamlets", "empty"),
+    ("- a\n- b\n", 1, 1, "malformed-blueprint", "must be a mapping"),
+    ("topics: {}\n", 1, 1, "missing-streamlets", "no `streamlets:`"),
+    ("streamlets: {}\n", 1, 1, "empty-streamlets", "names no streamlet"),
+    ("streamlets:\n", 1, 1, "empty-streamlets", "names no streamlet"),
+    ("streamlets: a.B\n", 1, 13, "wrong-type", "must be a mapping"),
 ])
-def test_structural_errors_name_file_line_and_column(tmp_path, text, line, column, words):
+def test_fatal_errors_name_file_line_and_column(tmp_path, text, line, column, code, words):
     path = write(tmp_path, text)
     with pytest.raises(BlueprintError) as caught:
         load_blueprint(path)
     e = caught.value
-    assert (e.file, e.line, e.column) == (str(path), line, column)
+    assert (e.file, e.line, e.column, e.code) == (str(path), line, column, code)
     assert words in e.message
     assert str(e).startswith(f"{path}:{line}:{column}: ")
+
+
+@pytest.mark.parametrize("text, line, column, code, words", [
+    ("streamlets:\n  a: m.C\n  a: m.D\n", 3, 3, "duplicate-streamlet", "'a' is given twice (first on line 2)"),
+    ("streamlets:\n  a: m.C\ntopic: {}\n", 3, 1, "unknown-key", "did you mean 'topics'"),
+    ("streamlets:\n  a:\n", 2, 5, "wrong-type", "class of streamlet 'a' must be text"),
+    ("streamlets:\n  a: [m.C]\n", 2, 6, "wrong-type", "must be text, not a list"),
+    ("streamlets:\n  a: m.C\ntopics:\n  t:\n    consumer: [a.in]\n", 5, 5, "unknown-key", "did you mean 'consumers'"),
+    ("streamlets:\n  a: m.C\ntopics:\n  t:\n    producers: {a: out}\n", 5, 16, "wrong-type", "must be a list of port paths"),
+    ("streamlets:\n  a: m.C\ntopics:\n  t:\n    producers: [a.out, {x: 1}]\n", 5, 24, "wrong-type", "an item of producers"),
+    ("streamlets:\n  a: m.C\ntopics:\n  t:\n    partitions: 0\n", 5, 17, "wrong-type", "positive whole number"),
+    ("streamlets:\n  a: m.C\ntopics:\n  t:\n    partitions: true\n", 5, 17, "wrong-type", "positive whole number"),
+    ("streamlets:\n  a: m.C\ntopics:\n  t:\n", 4, 5, "wrong-type", "topic 't' must be a mapping"),
+    ("streamlets:\n  a: m.C\ntopics:\n  t: {config: {x: [1]}}\n", 4, 19, "wrong-type", "config 'x' of topic 't'"),
+    ("streamlets:\n  a: m.C\ntopics:\n  t: {}\n  t: {}\n", 5, 3, "duplicate-topic", "'t' is given twice"),
+    ("streamlets:\n  a: m.C\ntopics:\n  t: {managed: maybe}\n", 4, 16, "wrong-type", "true or false"),
+])
+def test_structural_problems_are_collected_with_their_place(tmp_path, text, line, column, code, words):
+    bp = load_blueprint(write(tmp_path, text))
+    assert len(bp.load_problems) == 1, bp.load_problems
+    p = bp.load_problems[0]
+    assert (p.line, p.column, p.code) == (line, column, code)
+    assert words in p.message
+
+
+def test_every_structural_problem_at_once(tmp_path):
+    bp = load_blueprint(write(tmp_path, "streamlets:\n  a: m.C\n  a: m.D\n  b: [x]\ntopics:\n"
+                                        "  t: {producer: [a.out], partitions: -1}\n"))
+    assert [(p.code, p.line) for p in bp.load_problems] == [
+        ("duplicate-streamlet", 3), ("wrong-type", 4), ("unknown-key", 6), ("wrong-type", 6)]
+    assert list(bp.streamlets) == ["a"] and bp.streamlets["a"].class_name == "m.C"
+
+
+def test_cloudflow_hocon_blueprint(tmp_path):
+    path = tmp_path / "blueprint.conf"
+    path.write_text(
+        "blueprint {\n"
+        "  streamlets {\n"
+        "    ingress = sensors.Ingress\n"
+        "    metrics = sensors.Metrics\n"
+        "  }\n"
+        "  topics {\n"
+        "    sensor-data {\n"
+        "      producers = [ingress.out]\n"
+        "      consumers = [metrics.in, \"metrics.other\"]\n"
+        "      replicas = 2\n"
+        "      topic { name = \"sensor.data\", partitions = 3 }\n"
+        "      managed = false\n"
+        "    }\n"
+        "  }\n"
+        "}\n")
+    bp = load_blueprint(path)
+    assert bp.load_problems == []
+    assert {n: r.class_name for n, r in bp.streamlets.items()} == {"ingress": "sensors.Ingress", "metrics": "sensors.Metrics"}
+    assert (bp.streamlets["metrics"].line, bp.streamlets["metrics"].column) == (4, 5)
+    t = bp.topics["sensor-data"]
+    assert (t.name, t.partitions, t.replication_factor, t.managed) == ("sensor.data", 3, 2, False)
+    assert [(r.text, r.line) for r in t.consumers] == [("metrics.in", 9), ("metrics.other", 9)]
+    assert (t.line, t.column) == (7, 5)
+
+
+def test_malformed_hocon_names_line(tmp_path):
+    path = tmp_path / "blueprint.conf"
+    path.write_text("blueprint {\n  streamlets {\n    a = m.C\n  \n")
+    with pytest.raises(BlueprintError) as caught:
+        load_blueprint(path)
+    assert caught.value.code == "malformed-blueprint" and "malformed HOCON" in caught.value.message
+    assert caught.value.line is not None
 
 
 def test_unreadable_file_is_a_read_error(tmp_path):

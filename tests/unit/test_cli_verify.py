@@ -35,8 +35,9 @@ UNCONNECTED = """
     streamlets:
       ingress: M.Ingress
       printer: M.Printer
+      lonely: M.Printer
     topics:
-      t: {producers: [ingress.out]}
+      t: {producers: [ingress.out], consumers: [printer.in]}
     """
 WARNING_ONLY = """
     streamlets:
@@ -47,27 +48,37 @@ WARNING_ONLY = """
 def test_sound_blueprint_exits_0():
     result = runner.invoke(app, ["verify", str(FIXTURES / "blueprint.yaml")])
     assert result.exit_code == 0, result.output
-    assert result.output.strip().endswith("sound (3 streamlets, 2 topics)")
+    # delay-stats is read by nothing in the application: a warning, not an error
+    assert result.output.strip().endswith("sound (3 streamlets, 2 topics) with 1 warning")
+    assert "topic 'delay-stats' has producers but no consumers" in result.output
 
 
 def test_unconnected_inlet_exits_1_and_names_the_inlet(tmp_path):
     path = write(tmp_path, UNCONNECTED)
     result = runner.invoke(app, ["verify", str(path)])
     assert result.exit_code == 1
-    first, summary = result.stdout.strip().splitlines()
-    assert first.startswith(f"{path}:3:3: error: inlet `printer.in` is not connected to a topic (hint: ")
+    heading, first, summary = result.stdout.strip().splitlines()
+    assert heading == "ports and connections:"
+    assert first.startswith(f"  {path}:4:3: error: inlet `lonely.in` is not connected to a topic (hint: ")
     assert summary == f"{path}: not sound: 1 error"
 
 
-def test_errors_come_before_warnings(tmp_path):
+def test_problems_are_grouped_with_errors_first(tmp_path):
     path = write(tmp_path, """
         streamlets:
           ingress: M.Ingress
           printer: M.Printer
+          Bad_Name: M.Printer
+        topics:
+          t: {producers: [ingress.out]}
+          u: {producers: [ingress.out], consumers: [printer.in]}
         """)
     lines = runner.invoke(app, ["verify", str(path)]).stdout.splitlines()
-    assert [line.split(": ")[1] for line in lines[:2]] == ["error", "warning"]
-    assert lines[2].endswith("not sound: 1 error, 1 warning")
+    headings = [line for line in lines if not line.startswith("  ")][:-1]
+    assert headings == ["streamlet classes:", "ports and connections:", "topics:"]
+    body = [line.split(": ")[1] for line in lines if line.startswith("  ")]
+    assert body == ["error", "error", "error", "warning"]  # name; unconnected Bad_Name.in, ingress.out on 2 topics; t unread
+    assert lines[-1].endswith("not sound: 3 errors, 1 warning")
 
 
 def test_warnings_fail_only_with_strict(tmp_path):
@@ -84,7 +95,8 @@ def test_json_report(tmp_path):
     report = json.loads(result.stdout)
     assert (report["sound"], report["errors"], report["warnings"], report["app_id"]) == (False, 1, 0, dns_label_from(tmp_path.name))
     [problem] = report["problems"]
-    assert problem["code"] == "unconnected-inlet" and (problem["line"], problem["column"]) == (3, 3)
+    assert problem["code"] == "unconnected-inlet" and (problem["line"], problem["column"]) == (4, 3)
+    assert problem["group"] == "ports" and problem["severity"] == "error" and "lonely.in" in problem["message"]
 
 
 def test_malformed_yaml_is_a_problem_with_a_position(tmp_path):
@@ -93,7 +105,7 @@ def test_malformed_yaml_is_a_problem_with_a_position(tmp_path):
     result = runner.invoke(app, ["verify", str(path), "-f", "json"])
     assert result.exit_code == 1
     [problem] = json.loads(result.stdout)["problems"]
-    assert problem["code"] == "invalid-blueprint" and problem["line"] == 3
+    assert problem["code"] == "malformed-blueprint" and problem["line"] == 3
 
 
 def test_missing_file_and_bad_usage_exit_2(tmp_path):
@@ -114,10 +126,10 @@ def test_user_module_output_and_failures_do_not_break_the_report(tmp_path):
 
 
 def test_internal_errors_are_one_line(tmp_path, monkeypatch):
-    def explode(blueprint):
+    def explode(resolved):
         raise KeyError("surprise")
 
-    monkeypatch.setattr(cli, "verify_blueprint", explode)
+    monkeypatch.setattr("blueprint.verify.check", explode)
     result = runner.invoke(app, ["verify", str(FIXTURES / "blueprint.yaml")])
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
@@ -131,7 +143,7 @@ def test_python_m_blueprint_cli(tmp_path):
     ok = run(str(FIXTURES / "blueprint.yaml"))
     assert ok.returncode == 0, ok.stderr
     bad = run(str(write(tmp_path, UNCONNECTED)))
-    assert bad.returncode == 1 and "`printer.in`" in bad.stdout
+    assert bad.returncode == 1 and "`lonely.in`" in bad.stdout
     assert "\x1b[" not in bad.stdout  # no colour when stdout is not a terminal
     missing = run(str(tmp_path / "missing.yaml"))
     assert missing.returncode == 2 and "Traceback" not in missing.stderr

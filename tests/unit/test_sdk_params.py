@@ -90,13 +90,13 @@ def test_bad_booleans(raw):
         BooleanParameter("b").parse(raw)
 
 
-@pytest.mark.parametrize("raw, expected", [(3, 3), ("42", 42), (" -7 ", -7), (2.0, 2), (2**40, 2**40)])
+@pytest.mark.parametrize("raw, expected", [(3, 3), ("42", 42), (" -7 ", -7), (2.0, 2), (2**31 - 1, 2**31 - 1), (-(2**31), -(2**31))])
 def test_integers(raw, expected):
     value = IntegerParameter("n").parse(raw)
     assert value == expected and type(value) is int
 
 
-@pytest.mark.parametrize("raw", [1.5, "1.5", True, False, "ten", "", None, [1]])
+@pytest.mark.parametrize("raw", [1.5, "1.5", True, False, "ten", "", None, [1], 2**31, -(2**31) - 1])
 def test_bad_integers(raw):
     with pytest.raises(ConfigError, match=r"config parameter 'n' \(int32\)"):
         IntegerParameter("n").parse(raw)

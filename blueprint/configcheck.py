@@ -1,0 +1,252 @@
+"""Checking a run or deploy config file, and `key=value` overrides, against a resolved blueprint.
+
+Config files are HOCON (Cloudflow's format; `.conf`, `.hocon`), YAML (`.yaml`, `.yml`) or JSON.
+The scopes are Cloudflow's, without its `cloudflow.` prefix:
+
+    streamlets.<name>.config-parameters.<key> = value    a declared parameter: typed and validated
+    streamlets.<name>.volume-mounts.<mount> = text       a declared mount: local folder or PVC name
+    streamlets.<name>.spark.<spark.* key> = value        Spark settings of that streamlet
+    streamlets.<name>.kubernetes.driver|executor.cores|core-limit|memory|memory-overhead = value
+    streamlets.<name>.kubernetes.executor.instances = n  executors (the streamlet's scale)
+    streamlets.<name>.kubernetes.labels|annotations.<k> = text
+    runtimes.spark.config.<spark.* key> = value          every Spark streamlet
+    runtimes.spark.kubernetes.<as above>                 every Spark streamlet
+    topics.<id>.partitions|replication-factor = n        a topic of the blueprint
+    topics.<id>.config.<Kafka topic config> = value
+    kafka.bootstrap-servers = "host:port,..."
+
+`check_config` reports every unknown key, wrong type and failing value at once, with the file,
+line and column where the file has them (HOCON positions are found again in the text).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+from yaml.constructor import SafeConstructor
+
+from streamlets.errors import ConfigError
+
+from .loader import HOCON_SUFFIXES, BlueprintError, _hocon_root, _yaml_root
+from .problems import Problem, make_problem
+from .verify import Resolved
+
+STREAMLET_SECTIONS = ("config-parameters", "volume-mounts", "spark", "kubernetes")
+TOP_LEVEL = ("streamlets", "runtimes", "topics", "kafka")
+POD_KEYS = ("cores", "core-limit", "memory", "memory-overhead")
+_MEMORY = re.compile(r"^[0-9]+[kmgtp]?b?$", re.IGNORECASE)  # Spark's memory strings: 512m, 2g
+_QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?)(m)?$")  # Kubernetes CPU quantities: 1, 0.5, 1200m
+_SERVERS = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:[0-9]+(,[A-Za-z0-9.\-\[\]:]+:[0-9]+)*$")
+
+
+class ConfigReadError(Exception):
+    """The config file cannot be read (missing, a folder, unreadable)."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One setting: its dotted key split into parts, its value, where it was written."""
+
+    parts: tuple[str, ...]
+    value: Any
+    source: str
+    line: int | None = None
+    column: int | None = None
+
+    @property
+    def key(self) -> str:
+        return ".".join(self.parts)
+
+
+def read_entries(path: Path) -> list[Entry]:
+    """The settings of a config file, flattened to leaf values with their positions.
+
+    Raises ConfigReadError if the file cannot be read, BlueprintError (code malformed-config)
+    if it is not HOCON, YAML or JSON or not a mapping.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigReadError(f"{path}: cannot read config: {getattr(e, 'strerror', None) or e}") from None
+    try:
+        root = _hocon_root(path, text) if path.suffix in HOCON_SUFFIXES else _yaml_root(path, text)
+    except BlueprintError as e:
+        raise BlueprintError(e.message, path, e.line, e.column, "malformed-config") from None
+    if root is None:
+        return []
+    if not isinstance(root, yaml.MappingNode):
+        raise BlueprintError("a config file must be a mapping with sections "
+                             f"{', '.join(TOP_LEVEL)}", path, 1, 1, "malformed-config")
+    return list(_flatten(root, (), str(path)))
+
+
+def parse_overrides(overrides: Iterable[str]) -> tuple[list[Entry], list[Problem]]:
+    """`key=value` pairs from the command line as entries, and a problem per malformed one."""
+    entries, problems = [], []
+    for text in overrides:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            problems.append(make_problem("malformed-config", f"{text!r} is not key=value", "command line",
+                                         hint="e.g. streamlets.stats.config-parameters.window=1h"))
+            continue
+        entries.append(Entry(tuple(key.strip().split(".")), value.strip(), "command line"))
+    return entries, problems
+
+
+def check_config(r: Resolved, entries: list[Entry]) -> list[Problem]:
+    """Every problem of the settings against the blueprint's streamlets, topics and declarations,
+    plus config parameters that have neither a default nor a value."""
+    problems = [p for e in entries for p in _check_entry(r, e)]
+    given = {(e.parts[1], ".".join(e.parts[3:])) for e in entries
+             if len(e.parts) > 3 and e.parts[0] == "streamlets" and e.parts[2] == "config-parameters"}
+    for name, cls in r.classes.items():
+        for param in cls.config_parameters():
+            if param.default is None and (name, param.key) not in given:
+                ref = r.blueprint.streamlets[name]
+                problems.append(make_problem(
+                    "missing-config-value", f"streamlet {name!r}: config parameter {param.key!r} "
+                    f"({param.type_name}) has no default and no value", str(r.blueprint.path), ref.line, ref.column,
+                    f"set streamlets.{name}.config-parameters.{param.key} in the config file or as key=value"))
+    return problems
+
+
+def _flatten(node: yaml.Node, prefix: tuple[str, ...], source: str) -> Iterable[Entry]:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            parts = tuple(p for p in str(key.value).split(".")) if isinstance(key, yaml.ScalarNode) else ("?",)
+            if isinstance(value, yaml.MappingNode) and value.value:
+                yield from _flatten(value, prefix + parts, source)
+            else:
+                line, column = _at(key)
+                yield Entry(prefix + parts, _value(value), source, line, column)
+    else:
+        line, column = _at(node)
+        yield Entry(prefix, _value(node), source, line, column)
+
+
+def _value(node: yaml.Node) -> Any:
+    if isinstance(node, yaml.SequenceNode):
+        return [_value(n) for n in node.value]
+    if isinstance(node, yaml.MappingNode):
+        return {}
+    try:
+        return SafeConstructor().construct_object(node, deep=True)
+    except Exception:
+        return node.value
+
+
+def _at(node: yaml.Node) -> tuple[int | None, int | None]:
+    mark = node.start_mark
+    return (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
+
+
+def _check_entry(r: Resolved, e: Entry) -> list[Problem]:
+    def problem(code: str, message: str, hint: str | None = None) -> list[Problem]:
+        return [make_problem(code, f"{e.key}: {message}", e.source, e.line, e.column, hint)]
+
+    head = e.parts[0] if e.parts else ""
+    if head not in TOP_LEVEL:
+        return problem("unknown-config-key", f"unknown top-level key {head!r}", f"use one of {', '.join(TOP_LEVEL)}")
+    if head == "streamlets":
+        return _check_streamlet_entry(r, e, problem)
+    if head == "runtimes":
+        if len(e.parts) < 4 or e.parts[1] != "spark" or e.parts[2] not in ("config", "kubernetes"):
+            return problem("unknown-config-key", "runtime settings are runtimes.spark.config.<spark key> "
+                                                 "or runtimes.spark.kubernetes.<...>")
+        rest = ".".join(e.parts[3:])
+        return _check_spark_key(rest, problem) if e.parts[2] == "config" else _check_kubernetes(e.parts[3:], e.value, problem)
+    if head == "topics":
+        return _check_topic_entry(r, e, problem)
+    if e.parts[1:] != ("bootstrap-servers",):
+        return problem("unknown-config-key", "the kafka section has only bootstrap-servers")
+    servers = ",".join(e.value) if isinstance(e.value, list) else str(e.value)
+    if not _SERVERS.match(servers.replace(" ", "")):
+        return problem("invalid-config-value", f"{e.value!r} is not a list of host:port")
+    return []
+
+
+def _check_streamlet_entry(r: Resolved, e: Entry, problem) -> list[Problem]:
+    if len(e.parts) < 4:
+        return problem("unknown-config-key", "streamlet settings are streamlets.<name>.<section>.<key> with section "
+                                             f"one of {', '.join(STREAMLET_SECTIONS)}")
+    _, name, section = e.parts[:3]
+    rest = ".".join(e.parts[3:])
+    if name not in r.blueprint.streamlets:
+        return problem("unknown-config-key", f"the blueprint has no streamlet {name!r}",
+                       f"streamlets: {', '.join(sorted(r.blueprint.streamlets))}")
+    if section not in STREAMLET_SECTIONS:
+        return problem("unknown-config-key", f"unknown section {section!r}", f"use one of {', '.join(STREAMLET_SECTIONS)}")
+    if section == "spark":
+        return _check_spark_key(rest, problem)
+    if section == "kubernetes":
+        return _check_kubernetes(e.parts[3:], e.value, problem)
+    cls = r.classes.get(name)
+    if cls is None:
+        return []  # its class did not load: reported by the verifier
+    if section == "volume-mounts":
+        mounts = [m.name for m in cls.volume_mounts()]
+        if rest not in mounts:
+            return problem("unknown-config-key", f"streamlet {name!r} declares no volume mount {rest!r}",
+                           f"declared: {', '.join(mounts) or 'none'}")
+        if not isinstance(e.value, str) or not e.value.strip():
+            return problem("invalid-config-value", "a volume mount is set to a folder or a claim name (text)")
+        return []
+    params = {p.key: p for p in cls.config_parameters()}
+    if rest not in params:
+        return problem("unknown-config-key", f"streamlet {name!r} declares no config parameter {rest!r}",
+                       f"declared: {', '.join(params) or 'none'}")
+    try:
+        params[rest].parse(e.value)
+    except ConfigError as err:
+        return problem("invalid-config-value", str(err))
+    return []
+
+
+def _check_spark_key(key: str, problem) -> list[Problem]:
+    if not key.startswith("spark."):
+        return problem("unknown-config-key", f"{key!r} is not a Spark setting", "Spark settings start with spark.")
+    return []
+
+
+def _check_kubernetes(parts: tuple[str, ...], value: Any, problem) -> list[Problem]:
+    if len(parts) == 2 and parts[0] in ("labels", "annotations"):
+        return [] if isinstance(value, (str, int, float, bool)) else problem("invalid-config-value", "must be text")
+    if len(parts) != 2 or parts[0] not in ("driver", "executor") or \
+            parts[1] not in POD_KEYS + (("instances",) if parts[0] == "executor" else ()):
+        return problem("unknown-config-key", "kubernetes settings are driver|executor.cores|core-limit|memory|"
+                                             "memory-overhead, executor.instances, labels.<k>, annotations.<k>")
+    text = str(value).strip()
+    if parts[1] == "instances":
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0 or text.isdigit()
+        return [] if ok else problem("invalid-config-value", f"{value!r} is not a whole number of executors (0 or more)")
+    if parts[1] in ("memory", "memory-overhead"):
+        return [] if _MEMORY.match(text) else problem("invalid-config-value",
+                                                      f"{value!r} is not a memory size such as 512m or 2g")
+    m = _QUANTITY.match(text)
+    if isinstance(value, bool) or not m or float(m.group(1)) <= 0:
+        return problem("invalid-config-value", f"{value!r} is not a CPU quantity such as 1, 0.5 or 500m")
+    return []
+
+
+def _check_topic_entry(r: Resolved, e: Entry, problem) -> list[Problem]:
+    if len(e.parts) < 3:
+        return problem("unknown-config-key", "topic settings are topics.<id>.partitions|replication-factor|config.<key>")
+    topic_id, setting = e.parts[1], e.parts[2]
+    if topic_id not in r.blueprint.topics:
+        return problem("unknown-config-key", f"the blueprint has no topic {topic_id!r}",
+                       f"topics: {', '.join(sorted(r.blueprint.topics)) or 'none'}")
+    if setting == "config" and len(e.parts) > 3:
+        return [] if not isinstance(e.value, (list, dict)) else problem("invalid-config-value", "must be a single value")
+    if setting in ("partitions", "replication-factor") and len(e.parts) == 3:
+        value = e.value
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            return problem("invalid-config-value", f"{e.value!r} is not a positive whole number")
+        return []
+    return problem("unknown-config-key", f"unknown topic setting {'.'.join(e.parts[2:])!r}",
+                   "use partitions, replication-factor or config.<Kafka topic config>")
