@@ -32,6 +32,8 @@ TOPIC_KEYS = ("producers", "consumers", "name", "partitions", "replication-facto
 TOPIC_ALIASES = {"replicas": "replication-factor"}  # Cloudflow's spelling
 HOCON_SUFFIXES = (".conf", ".hocon")
 _NULL_TAG = "tag:yaml.org,2002:null"
+# libyaml's parser where PyYAML was built with it: about ten times faster, with the same marks.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class BlueprintError(Exception):
@@ -86,7 +88,7 @@ def load_blueprint(path: str | Path) -> Blueprint:
 
 def _yaml_root(path: Path, text: str) -> yaml.Node | None:
     try:
-        return yaml.compose(text, Loader=yaml.SafeLoader)
+        return yaml.compose(text, Loader=_LOADER)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         problem = ": ".join(p for p in (e.context, e.problem) if p)

@@ -319,6 +319,7 @@ def check_schemas(r: Resolved) -> list[Problem]:
     direction data flows, so a consumer may lag a compatible evolution of its producer."""
     out = []
     compatibility: dict[tuple[str, str], str | Exception | None] = {}  # (reader, writer) fingerprints
+    parsed: dict[str, object] = {}  # fingerprint -> the avro package's schema: parsing is most of the cost
     for topic in r.blueprint.topics.values():
         consumers = r.ok(topic, "consumers")
         for w in r.ok(topic, "producers"):
@@ -328,7 +329,8 @@ def check_schemas(r: Resolved) -> list[Problem]:
                 pair = (c.port.fingerprint, w.port.fingerprint)
                 if pair not in compatibility:
                     try:
-                        compatibility[pair] = _incompatibility(reader=c.port.schema_, writer=w.port.schema_)
+                        compatibility[pair] = _incompatibility(reader=c.port.schema_, writer=w.port.schema_,
+                                                               parsed=parsed, fingerprints=pair)
                     except Exception as e:  # the avro package rejects a schema fastavro accepted
                         compatibility[pair] = e
                 broken = compatibility[pair]
@@ -471,16 +473,26 @@ def _example(r: Resolved, role: str) -> str:
     return f"my-streamlet.{'in' if role == 'inlet' else 'out'}"
 
 
-def _incompatibility(reader: dict, writer: dict) -> str | None:
+def _incompatibility(reader: dict, writer: dict, parsed: dict | None = None,
+                     fingerprints: tuple[str, str] | None = None) -> str | None:
     """None if `reader` can read what `writer` writes (Avro schema resolution), else what breaks.
 
+    `parsed` caches the avro package's parsed schemas by the `fingerprints` (reader, writer).
     Raises the avro package's errors if it cannot parse a schema.
     """
     import avro.schema
     from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
 
-    result = ReaderWriterCompatibilityChecker().get_compatibility(
-        avro.schema.parse(json.dumps(reader)), avro.schema.parse(json.dumps(writer)))
+    def avro_schema(schema: dict, fingerprint: str | None):
+        if parsed is None or fingerprint is None:
+            return avro.schema.parse(json.dumps(schema))
+        if fingerprint not in parsed:
+            parsed[fingerprint] = avro.schema.parse(json.dumps(schema))
+        return parsed[fingerprint]
+
+    reader_fp, writer_fp = fingerprints or (None, None)
+    result = ReaderWriterCompatibilityChecker().get_compatibility(avro_schema(reader, reader_fp),
+                                                                  avro_schema(writer, writer_fp))
     if result.compatibility is SchemaCompatibilityType.compatible:
         return None
     kinds = {k.value for k in result.incompatibilities}

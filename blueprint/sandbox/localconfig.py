@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-SECTIONS = ("config-parameters", "volume-mounts", "spark")
+SECTIONS = ("config-parameters", "volume-mounts", "spark", "kubernetes")
+# Deploy-time scopes a shared config file may carry; the sandbox applies runtimes.spark.config to
+# every streamlet and leaves the rest (pods, topic sizes, the Kafka cluster) to the operator.
+DEPLOY_ONLY_TOP_LEVEL = ("runtimes", "topics", "kafka")
 
 
 class LocalConfigError(ValueError):
@@ -86,10 +89,14 @@ def load_settings(
     sources: list[tuple[str, Path, list[tuple[str, Any]]]] = []
     if config_file is not None:
         data = _read(config_file)
-        unknown_top = sorted(set(data) - {"streamlets"})
+        unknown_top = sorted(set(data) - {"streamlets", *DEPLOY_ONLY_TOP_LEVEL})
         if unknown_top:
-            raise LocalConfigError(f"{config_file}: unknown top-level key(s) {', '.join(unknown_top)}; expected 'streamlets'")
-        sources.append((str(config_file), config_file.parent, list(_flatten("streamlets", data.get("streamlets") or {}))))
+            raise LocalConfigError(f"{config_file}: unknown top-level key(s) {', '.join(unknown_top)}; expected "
+                                   f"'streamlets' (or {', '.join(DEPLOY_ONLY_TOP_LEVEL)})")
+        runtime_spark = (((data.get("runtimes") or {}).get("spark") or {}).get("config") or {})
+        pairs = [(f"streamlets.{n}.spark.{k}", v) for n in sorted(names) for k, v in _flatten("", runtime_spark)]
+        sources.append((str(config_file), config_file.parent,
+                        pairs + list(_flatten("streamlets", data.get("streamlets") or {}))))
     sources.append(("command line", Path.cwd(), [parse_override(o) for o in overrides]))
     for where, base, pairs in sources:
         for key, value in pairs:
@@ -104,6 +111,8 @@ def load_settings(
             target = settings[name]
             if section == "config-parameters":
                 target.config_parameters[item] = value
+            elif section == "kubernetes":
+                continue  # pod resources: the operator's, not the sandbox's
             elif section == "volume-mounts":
                 target.volume_mounts[item] = str((base / str(value)).resolve())
             else:

@@ -116,3 +116,19 @@ def test_bad_overrides(override, words):
 
 def test_parse_override():
     assert parse_override(" a.b = c d ") == ("a.b", "c d")
+
+
+def test_a_deploy_config_runs_in_the_sandbox(tmp_path):
+    # One file for both: runtime Spark settings apply to every streamlet (a streamlet's own win);
+    # pod resources, topic sizes and the Kafka cluster are the operator's and are left alone.
+    path = write(tmp_path, "deploy.conf", """
+        runtimes.spark.config { spark.sql.shuffle.partitions = 8, spark.ui.enabled = false }
+        streamlets.stats.spark.spark.sql.shuffle.partitions = 2
+        streamlets.stats.kubernetes.executor { instances = 3, memory = 2g }
+        topics.t.partitions = 6
+        kafka.bootstrap-servers = "kafka:9092"
+    """)
+    s = load_settings(path, [], NAMES)
+    assert s["stats"].spark == {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
+    assert s["ingress"].spark == {"spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false"}
+    assert s["stats"].config_parameters == {} and s["stats"].volume_mounts == {}
