@@ -147,3 +147,26 @@ def test_python_m_blueprint_cli(tmp_path):
     assert "\x1b[" not in bad.stdout  # no colour when stdout is not a terminal
     missing = run(str(tmp_path / "missing.yaml"))
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
+
+
+def test_cloudflow_hocon_blueprint_is_verified_with_positions(tmp_path):
+    path = tmp_path / "blueprint.conf"
+    path.write_text(textwrap.dedent(f"""\
+        blueprint {{
+          streamlets {{
+            ingress = {M}.Ingress
+            printer = {M}.Printer
+            lonely = {M}.Printer
+          }}
+          topics {{
+            flights {{
+              producers = [ingress.out]
+              consumers = [printer.in, printr.in]
+            }}
+          }}
+        }}
+        """))
+    result = runner.invoke(app, ["verify", str(path), "--format", "json"])
+    assert result.exit_code == 1, result.output
+    problems = {p["code"]: (p["line"], p["column"]) for p in json.loads(result.stdout)["problems"]}
+    assert problems == {"unconnected-inlet": (5, 5), "unknown-streamlet": (10, 32)}
