@@ -170,3 +170,10 @@ def test_cloudflow_hocon_blueprint_is_verified_with_positions(tmp_path):
     assert result.exit_code == 1, result.output
     problems = {p["code"]: (p["line"], p["column"]) for p in json.loads(result.stdout)["problems"]}
     assert problems == {"unconnected-inlet": (5, 5), "unknown-streamlet": (10, 32)}
+
+
+def test_unreadable_config_exits_2(tmp_path):
+    result = runner.invoke(app, ["verify", str(FIXTURES / "blueprint.yaml"), "--config", str(tmp_path / "nope.conf")])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"error: {tmp_path / 'nope.conf'}: cannot read config: No such file or directory"
+    assert result.stdout == ""
