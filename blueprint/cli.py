@@ -224,6 +224,96 @@ def _count(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+@app.command()
+def build(
+    file: Path = typer.Argument(..., metavar="FILE", help="the blueprint file (YAML or HOCON)", show_default=False),
+    overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...", help="settings over the config files, "
+                                          "e.g. streamlets.stats.kubernetes.executor.instances=2", show_default=False),
+    image: str = typer.Option(..., "--image", help="the image with the application's streamlets", show_default=False),
+    conf: list[Path] = typer.Option(None, "--conf", "--config", "-c", help="a deploy config file (HOCON, YAML or "
+                                    "JSON); repeat for several, a later file wins", show_default=False),
+    kafka: str | None = typer.Option(None, "--kafka", help="HOST:PORT[,...] of the Kafka cluster (instead of "
+                                     "kafka.bootstrap-servers)"),
+    namespace: str | None = typer.Option(None, "--namespace", "-n", help="metadata.namespace of the resource"),
+    output: Path | None = typer.Option(None, "--output", "-o", help="write the YAML to this file [default: stdout]"),
+) -> None:
+    """Render the application's StreamletApplication resource (YAML) for `kubectl apply`.
+
+    Settings are layered, highest first: KEY=VALUE, config files (a later file wins), the
+    streamlets' declared defaults. Runs every check of `blueprint verify` and of the config and
+    renders nothing if one fails. Exit status: 0 built, 1 blueprint or config problems, 2 usage
+    or I/O error.
+    """
+    try:
+        code = _build(file, image, conf or [], overrides or [], kafka, namespace, output)
+    except Exception as e:  # a bug of ours: one line, no traceback
+        print(f"error: internal error while building {file}: {type(e).__name__}: {e}", file=sys.stderr)
+        code = EXIT_USAGE
+    raise typer.Exit(code)
+
+
+def _build(file: Path, image: str, confs: list[Path], overrides: list[str], kafka: str | None,
+           namespace: str | None, output: Path | None) -> int:
+    import yaml
+
+    from streamlets.names import is_dns_label
+
+    from .build import BuildError, build_resource
+    from .configcheck import ConfigReadError, parse_overrides, read_entries
+    from .verify import resolve
+
+    def usage(message: str) -> int:
+        print(f"error: {message}", file=sys.stderr)
+        return EXIT_USAGE
+
+    def report(blueprint: Blueprint | None, problems: list[Problem]) -> int:
+        errors = sum(p.severity == "error" for p in problems)
+        with contextlib.redirect_stdout(sys.stderr):  # stdout is for the resource only
+            _print_text(file, blueprint, problems, errors, len(problems) - errors, True)
+        print("error: nothing was built", file=sys.stderr)
+        return EXIT_PROBLEMS
+
+    if not image.strip():
+        return usage("--image must name an image")
+    if namespace is not None and not is_dns_label(namespace):
+        return usage(f"--namespace {namespace!r} is not a namespace name (a DNS label)")
+    try:
+        blueprint = load_blueprint(file)
+    except BlueprintReadError as e:
+        return usage(str(e))
+    except BlueprintError as e:
+        problems = [make_problem(p.code, p.message, str(file), p.line, p.column) for p in e.problems]
+        return report(None, problems + [make_problem(e.code, e.message, str(file), e.line, e.column)])
+    entries, problems = [], []
+    for path in confs:
+        try:
+            entries += read_entries(path)
+        except ConfigReadError as e:
+            return usage(str(e))
+        except BlueprintError as e:
+            problems.append(make_problem(e.code, e.message, str(path), e.line, e.column))
+    command_line, override_problems = parse_overrides(overrides)
+    problems += override_problems
+    if problems:
+        return report(blueprint, problems)
+    with contextlib.redirect_stdout(sys.stderr):  # streamlet modules may print while importing
+        resolved = resolve(blueprint)
+    try:
+        resource = build_resource(blueprint, resolved, image, entries + command_line, kafka=kafka, namespace=namespace)
+    except BuildError as e:
+        return report(blueprint, e.problems)
+    text = yaml.safe_dump(resource, sort_keys=False, allow_unicode=True)
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return EXIT_SOUND
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as e:
+        return usage(f"cannot write {output}: {e.strerror or e}")
+    return EXIT_SOUND
+
+
 class GraphFormat(str, Enum):
     text = "text"
     mermaid = "mermaid"

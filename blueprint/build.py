@@ -1,0 +1,225 @@
+"""`blueprint build`: the StreamletApplication resource of a verified blueprint, for one image.
+
+Settings are layered, highest first: command-line `key=value`, config files (in the order
+given: a later file wins), the defaults the streamlets declare. The entries passed in are in
+that order already (files first, overrides last): for each key the last entry wins.
+
+    streamlets.<n>.config-parameters.<k>      -> streamlets[n].configParameters[k] (text)
+    streamlets.<n>.volume-mounts.<m>          -> streamlets[n].volumeMounts[m] (a claim name)
+    runtimes.spark.config.<k>, then
+    streamlets.<n>.spark.<k>                  -> streamlets[n].sparkConf[k]
+    runtimes.spark.kubernetes.<...>, then
+    streamlets.<n>.kubernetes.<...>           -> streamlets[n].driver|executor|labels|annotations,
+                                                 executor.instances -> streamlets[n].scale.executors
+    topics.<id>.partitions|replication-factor|config.<k> -> topics[id]
+    kafka.bootstrap-servers                   -> kafka.bootstrapServers
+
+Nothing is rendered for a blueprint or config with errors: `build_resource` raises BuildError
+with the problems `blueprint verify` would report (it runs the same checks).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from .configcheck import Entry, check_config
+from .crd import API_VERSION, KIND
+from .model import Blueprint
+from .problems import Problem, make_problem, report_order
+from .sandbox.run import dead_letter_topic, topic_bindings
+from .verify import Resolved, check
+
+DEFAULT_EXECUTORS = 1
+POD_FIELDS = {"cores": "cores", "core-limit": "coreLimit", "memory": "memory", "memory-overhead": "memoryOverhead"}
+# A PersistentVolumeClaim name (DNS subdomain): what a volume mount names in a cluster.
+_CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+class BuildError(Exception):
+    """The blueprint or its config has errors: nothing was rendered. `problems` has them all
+    (warnings too), in report order."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = report_order(problems)
+        self.errors = [p for p in self.problems if p.severity == "error"]
+        listed = "; ".join(f"{p.code}: {p.message}" for p in self.errors)
+        super().__init__(f"{len(self.errors)} error(s), nothing was built: {listed}")
+
+
+def build_resource(blueprint: Blueprint, resolved: Resolved, image: str, entries: list[Entry], *,
+                   kafka: str | None = None, namespace: str | None = None) -> dict[str, Any]:
+    """The StreamletApplication (apiVersion streamlets.io/v1alpha1) as a dict ready for YAML.
+
+    `resolved` is `blueprint.verify.resolve(blueprint)`; `entries` are config file entries in
+    the order given, then the command-line overrides. `kafka` (HOST:PORT,...) wins over
+    kafka.bootstrap-servers. Raises BuildError if verify or the config check report errors,
+    if no Kafka bootstrap servers are set, or if a volume mount names no valid claim; ValueError
+    for an empty image.
+    """
+    if not isinstance(image, str) or not image.strip():
+        raise ValueError("an image is required (--image)")
+    if kafka is not None:  # checked like any setting, and over every other one
+        entries = [*entries, Entry(("kafka", "bootstrap-servers"), kafka, "--kafka")]
+    problems = check(resolved) + check_config(resolved, entries)
+    if any(p.severity == "error" for p in problems):
+        raise BuildError(problems)
+    s = _Settings(entries)
+    build_problems = s.mount_problems()
+    servers = s.bootstrap_servers
+    if not servers:
+        build_problems.append(make_problem(
+            "missing-config-value", "kafka.bootstrap-servers is not set: the operator needs the Kafka cluster "
+            "of the application", "deploy config", hint="set kafka.bootstrap-servers in a config file, "
+            "as kafka.bootstrap-servers=HOST:PORT, or give --kafka HOST:PORT"))
+    if build_problems:
+        raise BuildError(problems + build_problems)
+
+    app_id = blueprint.app_id
+    metadata: dict[str, Any] = {"name": app_id}
+    if namespace:
+        metadata["namespace"] = namespace
+    metadata["labels"] = {"app.kubernetes.io/name": app_id}
+    spec: dict[str, Any] = {
+        "appId": app_id,
+        "image": image.strip(),
+        "kafka": {"bootstrapServers": servers},
+        "upgradeMode": "last-state",
+        "deadLetterTopic": dead_letter_topic(blueprint),
+        "streamlets": [_streamlet(blueprint, resolved, name, s) for name in blueprint.streamlets],
+        "topics": [_topic(blueprint, topic_id, s) for topic_id in blueprint.topics],
+    }
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
+
+
+class _Settings:
+    """The entries sorted into their scopes; a later entry for a key replaces an earlier one."""
+
+    def __init__(self, entries: list[Entry]) -> None:
+        self.params: dict[str, dict[str, Any]] = {}
+        self.mounts: dict[str, dict[str, Entry]] = {}
+        self.spark: dict[str | None, dict[str, Any]] = {}  # None: runtimes.spark.config
+        self.kube: dict[str | None, dict[tuple[str, str], Any]] = {}  # None: runtimes.spark.kubernetes
+        self.topics: dict[str, dict[str, Any]] = {}
+        self.topic_config: dict[str, dict[str, Any]] = {}
+        self.bootstrap_servers: str | None = None
+        for e in entries:
+            self._add(e)
+
+    def _add(self, e: Entry) -> None:
+        head, parts = e.parts[0], e.parts
+        if head == "streamlets":
+            name, section, rest = parts[1], parts[2], ".".join(parts[3:])
+            if section == "config-parameters":
+                self.params.setdefault(name, {})[rest] = e.value
+            elif section == "volume-mounts":
+                self.mounts.setdefault(name, {})[rest] = e
+            elif section == "spark":
+                self.spark.setdefault(name, {})[rest] = e.value
+            else:
+                self.kube.setdefault(name, {})[(parts[3], ".".join(parts[4:]))] = e.value
+        elif head == "runtimes":
+            if parts[2] == "config":
+                self.spark.setdefault(None, {})[".".join(parts[3:])] = e.value
+            else:
+                self.kube.setdefault(None, {})[(parts[3], ".".join(parts[4:]))] = e.value
+        elif head == "topics":
+            if parts[2] == "config":
+                self.topic_config.setdefault(parts[1], {})[".".join(parts[3:])] = e.value
+            else:
+                self.topics.setdefault(parts[1], {})[parts[2]] = e.value
+        elif head == "kafka":
+            value = e.value
+            self.bootstrap_servers = ",".join(map(str, value)) if isinstance(value, list) else str(value).replace(" ", "")
+
+    def kubernetes(self, name: str) -> dict[tuple[str, str], Any]:
+        return {**self.kube.get(None, {}), **self.kube.get(name, {})}
+
+    def spark_conf(self, name: str) -> dict[str, str]:
+        return {k: _text(v) for k, v in {**self.spark.get(None, {}), **self.spark.get(name, {})}.items()}
+
+    def mount_problems(self) -> list[Problem]:
+        """Volume mounts set to something that is no PersistentVolumeClaim name (a local folder)."""
+        return [make_problem("invalid-config-value", f"{e.key}: {e.value!r} is not a PersistentVolumeClaim name",
+                             e.source, e.line, e.column,
+                             "in a deploy config a volume mount names a claim (lowercase letters, digits, '-', "
+                             "'.'); local folders are for `blueprint run`")
+                for mounts in self.mounts.values() for e in mounts.values()
+                if not (isinstance(e.value, str) and len(e.value) <= 253 and _CLAIM.match(e.value))]
+
+
+def _streamlet(bp: Blueprint, r: Resolved, name: str, s: _Settings) -> dict[str, Any]:
+    descriptor = r.descriptors[name]
+    values = s.params.get(name, {})
+    params = {p.key: _text(values[p.key] if p.key in values else p.default) for p in descriptor.config_parameters
+              if p.key in values or p.default is not None}
+    port_topics, writers = topic_bindings(bp, name, r.classes)
+    kube = s.kubernetes(name)
+    entry: dict[str, Any] = {
+        "name": name,
+        "className": descriptor.class_name,
+        "scale": {"executors": int(str(kube.get(("executor", "instances"), DEFAULT_EXECUTORS)).strip())},
+    }
+    for role in ("driver", "executor"):
+        pod = {field: _text(kube[(role, key)]).strip() for key, field in POD_FIELDS.items() if (role, key) in kube}
+        if pod:
+            entry[role] = pod
+    optional = {
+        "sparkConf": s.spark_conf(name),
+        "configParameters": params,
+        "volumeMounts": {m: e.value for m, e in s.mounts.get(name, {}).items()},
+        "portTopics": port_topics,
+        "writerSchemas": {inlet: schema_text(schema) for inlet, schema in writers.items()},
+        "labels": {k: _text(v) for (kind, k), v in kube.items() if kind == "labels"},
+        "annotations": {k: _text(v) for (kind, k), v in kube.items() if kind == "annotations"},
+    }
+    entry.update((k, v) for k, v in optional.items() if v)
+    entry["descriptor"] = _descriptor(descriptor)  # last: long (schemas), and read by tools more than people
+    return entry
+
+
+def _descriptor(descriptor) -> dict[str, Any]:
+    """The descriptor as JSON data, with each port's Avro schema as JSON text: the API server
+    drops null values from objects, and an Avro field's `"default": null` makes it optional.
+    Absent optional fields (None) are left out for the same reason."""
+    data = descriptor.model_dump(mode="json", by_alias=True)
+    for port in (*data.get("inlets", []), *data.get("outlets", [])):
+        port["schema"] = schema_text(port["schema"])
+    for param in data.get("config_parameters", []):
+        for key in ("default", "pattern"):
+            if param.get(key) is None:
+                param.pop(key, None)
+    return data
+
+
+def _topic(bp: Blueprint, topic_id: str, s: _Settings) -> dict[str, Any]:
+    topic = bp.topics[topic_id]
+    settings = s.topics.get(topic_id, {})
+    entry: dict[str, Any] = {"id": topic_id, "name": topic.kafka_name(bp.app_id),
+                             "partitions": int(str(settings.get("partitions", topic.partitions)).strip())}
+    replication = settings.get("replication-factor", topic.replication_factor)
+    if replication is not None:
+        entry["replicationFactor"] = int(str(replication).strip())
+    config = {**{k: _text(v) for k, v in topic.config.items()},
+              **{k: _text(v) for k, v in s.topic_config.get(topic_id, {}).items()}}
+    if config:
+        entry["config"] = config
+    entry["managed"] = topic.managed
+    entry["producers"] = [ref.text for ref in topic.producers]
+    entry["consumers"] = [ref.text for ref in topic.consumers]
+    return entry
+
+
+def schema_text(schema: dict[str, Any]) -> str:
+    """An Avro schema as compact JSON text (field order kept); `json.loads` gives it back exactly."""
+    return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+
+
+def _text(value: Any) -> str:
+    """A setting as the text the runtime parses back: true/false, numbers as written, lists as JSON."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value)
