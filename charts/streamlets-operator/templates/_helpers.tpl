@@ -1,0 +1,64 @@
+{{/* Chart name, truncated to a DNS label. */}}
+{{- define "streamlets-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Release-qualified name: the Deployment, ServiceAccount, roles and the peering object. */}}
+{{- define "streamlets-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else if contains (include "streamlets-operator.name" .) .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name (include "streamlets-operator.name" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{- define "streamlets-operator.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "streamlets-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "streamlets-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "streamlets-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "streamlets-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "streamlets-operator.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "streamlets-operator.peeringName" -}}
+{{- default (include "streamlets-operator.fullname" .) .Values.leaderElection.peeringName }}
+{{- end }}
+
+{{/*
+What the operator does to applications and their children, in the namespaces it watches.
+Verbs and resources are listed one by one: no wildcards.
+*/}}
+{{- define "streamlets-operator.appRules" -}}
+- apiGroups: ["streamlets.io"]
+  resources: ["streamletapplications"]
+  verbs: ["get", "list", "watch", "patch", "update"]
+- apiGroups: ["streamlets.io"]
+  resources: ["streamletapplications/status"]
+  verbs: ["get", "patch", "update"]
+- apiGroups: ["sparkoperator.k8s.io"]
+  resources: ["sparkapplications"]
+  verbs: ["create", "get", "list", "watch", "patch", "update", "delete"]
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims", "secrets"]
+  verbs: ["create", "get", "list", "watch", "patch", "update", "delete"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}
