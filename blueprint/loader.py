@@ -124,10 +124,13 @@ def _node(value: Any, locator: "_Locator", path: list[str], at: tuple[int, int])
     mark = yaml.Mark(None, 0, at[0], at[1], None, None)
     if isinstance(value, dict):
         pairs = []
-        for key, item in value.items():
-            where = locator.key(path, str(key))
-            key_node = yaml.ScalarNode("tag:yaml.org,2002:str", str(key), start_mark=yaml.Mark(None, 0, *where, None, None))
-            pairs.append((key_node, _node(item, locator, [*path, str(key)], where)))
+        for raw_key, item in value.items():
+            key = _unquote(str(raw_key))  # pyhocon keeps the quotes of "spark.sql.x" = 1
+            where = locator.key(path, key)
+            key_node = yaml.ScalarNode("tag:yaml.org,2002:str", key, start_mark=yaml.Mark(None, 0, *where, None, None))
+            if _is_period(item):  # pyhocon reads unquoted 1h, 512m (!) as periods: keep the text as written
+                item = locator.value_text(where) or str(item)
+            pairs.append((key_node, _node(item, locator, [*path, key], where)))
         return yaml.MappingNode("tag:yaml.org,2002:map", pairs, start_mark=mark)
     if isinstance(value, list):
         return yaml.SequenceNode("tag:yaml.org,2002:seq",
@@ -141,6 +144,17 @@ def _node(value: Any, locator: "_Locator", path: list[str], at: tuple[int, int])
     if isinstance(value, float):
         return yaml.ScalarNode("tag:yaml.org,2002:float", repr(value), start_mark=mark)
     return yaml.ScalarNode("tag:yaml.org,2002:str", str(value), start_mark=mark)
+
+
+def _unquote(key: str) -> str:
+    return key[1:-1] if len(key) >= 2 and key[0] == key[-1] == '"' else key
+
+
+def _is_period(value: Any) -> bool:
+    """pyhocon's parse of an unquoted `10s`, `1h` or `512m`: a timedelta or dateutil relativedelta."""
+    from datetime import timedelta
+
+    return isinstance(value, timedelta) or type(value).__name__ == "relativedelta"
 
 
 class _Locator:
@@ -158,6 +172,14 @@ class _Locator:
         where = self._search(pattern, start) or (start, 0)
         self.found[(*parent, key)] = where
         return where
+
+    def value_text(self, where: tuple[int, int]) -> str | None:
+        """The unquoted value written after the key found at `where`: `key = 512m` -> "512m"."""
+        line, column = where
+        if line >= len(self.lines):
+            return None
+        m = re.match(r'"?[^"=:\s{]*"?\s*[=:]\s*([^,}\]\n#]+)', self.lines[line][column:])
+        return m.group(1).strip() if m else None
 
     def item(self, parent: list[str], text: str) -> tuple[int, int]:
         start = self.items.get(tuple(parent), self.found.get(tuple(parent), (0, 0))[0])

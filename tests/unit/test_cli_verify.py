@@ -177,3 +177,27 @@ def test_unreadable_config_exits_2(tmp_path):
     assert result.exit_code == 2
     assert result.stderr.strip() == f"error: {tmp_path / 'nope.conf'}: cannot read config: No such file or directory"
     assert result.stdout == ""
+
+
+def test_hocon_config_keeps_unquoted_durations_and_sizes_and_quoted_keys(tmp_path):
+    # pyhocon reads `1h` and even `512m` as periods, and keeps the quotes of "a.b" keys: the
+    # checker sees what was written.
+    (tmp_path / "cfg_streamlets.py").write_text(
+        "from streamlets import *\n"
+        "class Tuned(Streamlet):\n"
+        "    window = DurationParameter('window')\n"
+        "    def create_logic(self, ctx): pass\n")
+    path = tmp_path / "blueprint.yaml"
+    path.write_text("streamlets:\n  tuned: cfg_streamlets.Tuned\n")
+    conf = tmp_path / "deploy.conf"
+    conf.write_text('streamlets.tuned.config-parameters { window = 1h }\n'
+                    'streamlets.tuned.kubernetes.executor { memory = 512m, core-limit = 1200m }\n'
+                    'runtimes.spark.config { "spark.sql.shuffle.partitions" = 8 }\n')
+    ok = runner.invoke(app, ["verify", str(path), "--config", str(conf)])
+    assert ok.exit_code == 0, ok.output
+    conf.write_text('streamlets.tuned.config-parameters { window = 1h }\n'
+                    'streamlets.tuned.kubernetes.executor { memory = 3 months }\n')
+    bad = runner.invoke(app, ["verify", str(path), "--config", str(conf), "--format", "json"])
+    [problem] = json.loads(bad.stdout)["problems"]
+    assert problem["code"] == "invalid-config-value" and "'3 months' is not a memory size" in problem["message"]
+    assert (problem["line"], problem["column"]) == (2, 40)
