@@ -2,6 +2,9 @@
 
 import pytest
 
+# The real Kubernetes API server fixtures (kube_env, kube, kube_namespace): tests/kube/fixtures.py.
+pytest_plugins = ["kube.fixtures"]
+
 
 @pytest.fixture(scope="session")
 def spark():

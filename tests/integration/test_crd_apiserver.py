@@ -6,7 +6,6 @@ Needs dev/k8s-env (kube-apiserver, etcd, kubectl, helm); skipped without it.
 """
 
 import copy
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,10 +14,7 @@ from typer.testing import CliRunner
 
 from blueprint.cli import app
 
-kube_server = pytest.importorskip("kube.server", reason="tests/kube (the API server harness) is not there")
-KubeEnvMissing, KubeServer, load_env = kube_server.KubeEnvMissing, kube_server.KubeServer, kube_server.load_env
-
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.k8s]
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "streamlets-operator"
@@ -26,17 +22,12 @@ NAMESPACE = "apps"
 
 
 @pytest.fixture(scope="module")
-def server():
-    try:
-        env = load_env()
-    except KubeEnvMissing as e:
-        pytest.skip(str(e))
-    with tempfile.TemporaryDirectory() as workdir, KubeServer(workdir, env=env) as kube:
-        kube.kubectl("apply", "-f", str(CHART / "crds"), check=True)
-        kube.kubectl("wait", "--for=condition=Established", "crd/streamletapplications.streamlets.io",
-                     "--timeout=60s", check=True)
-        kube.kubectl("create", "namespace", NAMESPACE, check=True)
-        yield kube
+def server(kube):
+    """The session's real API server (tests/kube) with the chart's CRDs and the apps namespace."""
+    kube.kubectl("apply", "-f", str(CHART / "crds"), check=True)
+    kube.wait_crd_established("streamletapplications.streamlets.io")
+    kube.kubectl("create", "namespace", NAMESPACE)  # may exist from an earlier module of the session
+    yield kube
 
 
 @pytest.fixture(scope="module")
