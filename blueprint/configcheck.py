@@ -118,7 +118,7 @@ def _flatten(node: yaml.Node, prefix: tuple[str, ...], source: str) -> Iterable[
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
             parts = tuple(p for p in str(key.value).split(".")) if isinstance(key, yaml.ScalarNode) else ("?",)
-            if isinstance(value, yaml.MappingNode) and value.value:
+            if isinstance(value, yaml.MappingNode):  # an empty section sets nothing
                 yield from _flatten(value, prefix + parts, source)
             else:
                 line, column = _at(key)

@@ -24,7 +24,7 @@ from .codec import MALFORMED, RECORD, decode_value
 from .schema import AvroSchema, decode
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 

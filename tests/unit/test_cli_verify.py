@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import blueprint.cli as cli
 from blueprint.cli import app
 from blueprint.model import dns_label_from
 
