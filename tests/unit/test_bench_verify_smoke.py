@@ -2,7 +2,6 @@
 acyclic and as large as asked, and the benchmark runs end to end (the full size runs by hand)."""
 
 import importlib.util
-import sys
 from pathlib import Path
 
 from blueprint.loader import load_blueprint
