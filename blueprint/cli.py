@@ -1,7 +1,8 @@
-"""The `blueprint` command line: `blueprint verify FILE`, `blueprint run FILE`.
+"""The `blueprint` command line: `verify`, `graph`, `build` and `run` a blueprint FILE.
 
-Exit codes: 0 the blueprint is sound, 1 it has problems (errors, or warnings with --strict),
-2 usage or I/O error. No traceback reaches the user: anything unexpected is one line on stderr.
+Exit codes: 0 done (the blueprint is sound), 1 it has problems (errors, or warnings with
+--strict), 2 usage or I/O error. No traceback reaches the user: anything unexpected is one line
+on stderr.
 """
 
 from __future__ import annotations
