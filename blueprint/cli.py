@@ -257,6 +257,27 @@ def _build(file: Path, image: str, confs: list[Path], overrides: list[str], kafk
            namespace: str | None, output: Path | None) -> int:
     import yaml
 
+    resource = render_resource(file, image, confs, overrides, kafka, namespace)
+    if isinstance(resource, int):
+        return resource
+    text = yaml.safe_dump(resource, sort_keys=False, allow_unicode=True)
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return EXIT_SOUND
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as e:
+        print(f"error: cannot write {output}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_SOUND
+
+
+def render_resource(file: Path, image: str, confs: list[Path], overrides: list[str], kafka: str | None,
+                    namespace: str | None) -> dict | int:
+    """The StreamletApplication of a blueprint (see blueprint.build), or the exit status after
+    printing why there is none (problems as verify's report on stderr: 1; usage or I/O: 2).
+    Shared by `blueprint build` and `kubectl streamlets deploy`."""
     from streamlets.names import is_dns_label
 
     from .build import BuildError, build_resource
@@ -300,19 +321,9 @@ def _build(file: Path, image: str, confs: list[Path], overrides: list[str], kafk
     with contextlib.redirect_stdout(sys.stderr):  # streamlet modules may print while importing
         resolved = resolve(blueprint)
     try:
-        resource = build_resource(blueprint, resolved, image, entries + command_line, kafka=kafka, namespace=namespace)
+        return build_resource(blueprint, resolved, image, entries + command_line, kafka=kafka, namespace=namespace)
     except BuildError as e:
         return report(blueprint, e.problems)
-    text = yaml.safe_dump(resource, sort_keys=False, allow_unicode=True)
-    if output is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return EXIT_SOUND
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as e:
-        return usage(f"cannot write {output}: {e.strerror or e}")
-    return EXIT_SOUND
 
 
 class GraphFormat(str, Enum):

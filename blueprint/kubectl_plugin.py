@@ -1,0 +1,325 @@
+"""`kubectl streamlets`: deploy and operate StreamletApplications (a kubectl plugin).
+
+kubectl runs any executable named `kubectl-streamlets` on the PATH as `kubectl streamlets`;
+installing this package puts one there. The cluster is the one of the current kubeconfig
+context (`KUBECONFIG`, or `--kubeconfig` / `--context`), the namespace `-n` or the context's.
+
+    kubectl streamlets deploy BLUEPRINT --image IMAGE [--conf F]... [KEY=VALUE]...
+    kubectl streamlets undeploy APP
+    kubectl streamlets list [-A]
+    kubectl streamlets status APP
+    kubectl streamlets scale APP STREAMLET EXECUTORS
+    kubectl streamlets configure APP [--conf F]... [KEY=VALUE]...
+
+`deploy` renders the resource exactly as `blueprint build` does (same checks, same layering)
+and creates or replaces it. `configure` changes config-parameter values (checked against the
+declarations carried in the resource), Spark settings and pod resources of a running
+application; the operator redeploys only the streamlets whose settings changed. Exit status:
+0 done, 1 refused (invalid settings, unknown application or streamlet), 2 usage, I/O or API
+error. Never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .cli import EXIT_PROBLEMS, EXIT_SOUND, EXIT_USAGE, render_resource
+from .crd import GROUP, KIND, PLURAL, VERSION
+
+app = typer.Typer(name="kubectl streamlets", add_completion=False, no_args_is_help=True,
+                  pretty_exceptions_enable=False,
+                  help="Deploy and operate Streamlets on Spark applications (StreamletApplication resources).")
+
+
+class Refused(Exception):
+    """The request cannot be done as asked (exit status 1)."""
+
+
+class Cluster:
+    """The StreamletApplication API of the kubeconfig's cluster, in one namespace."""
+
+    def __init__(self, kubeconfig: str | None, context: str | None, namespace: str | None) -> None:
+        from kubernetes import client, config
+
+        config.load_kube_config(config_file=kubeconfig, context=context)
+        _, active = config.list_kube_config_contexts(config_file=kubeconfig)
+        chosen = next((c for c in config.list_kube_config_contexts(config_file=kubeconfig)[0]
+                       if c["name"] == context), active) if context else active
+        self.namespace = namespace or (chosen or {}).get("context", {}).get("namespace") or "default"
+        self.api = client.CustomObjectsApi()
+
+    def get(self, name: str) -> dict:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return self.api.get_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name)
+        except ApiException as e:
+            if e.status == 404:
+                raise Refused(f"no application {name!r} in namespace {self.namespace!r}") from None
+            raise
+
+    def list(self, all_namespaces: bool) -> list[dict]:
+        if all_namespaces:
+            return self.api.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
+        return self.api.list_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL)["items"]
+
+    def apply(self, resource: dict) -> str:
+        """Create the resource, or replace the spec of the existing one: 'created' or 'configured'."""
+        from kubernetes.client.exceptions import ApiException
+
+        name = resource["metadata"]["name"]
+        try:
+            current = self.api.get_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            self.api.create_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, resource)
+            return "created"
+        resource = {**resource, "metadata": {**resource["metadata"],
+                                             "resourceVersion": current["metadata"]["resourceVersion"]}}
+        self.api.replace_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name, resource)
+        return "configured"
+
+    def patch_streamlets(self, name: str, app: dict, streamlets: list[dict]) -> None:
+        """Replace spec.streamlets, guarded by the resourceVersion read (a concurrent change fails)."""
+        body = {"metadata": {"resourceVersion": app["metadata"]["resourceVersion"]}, "spec": {"streamlets": streamlets}}
+        self.api.patch_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name, body)
+
+    def delete(self, name: str) -> None:
+        self.get(name)  # a clear message for an unknown application
+        self.api.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name)
+
+
+# --- commands --------------------------------------------------------------------------------------
+
+KUBECONFIG = typer.Option(None, "--kubeconfig", help="kubeconfig file [default: $KUBECONFIG or ~/.kube/config]")
+CONTEXT = typer.Option(None, "--context", help="kubeconfig context [default: the current one]")
+NAMESPACE = typer.Option(None, "--namespace", "-n", help="namespace [default: the context's, or default]")
+
+
+@app.command()
+def deploy(
+    blueprint_file: Path = typer.Argument(..., metavar="BLUEPRINT", help="the blueprint file", show_default=False),
+    image: str = typer.Option(..., "--image", help="the application's image (streamlet code and its dependencies)"),
+    conf: list[Path] = typer.Option(None, "--conf", "-c", help="deploy config file(s); a later one wins"),
+    overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...", show_default=False,
+                                          help="settings over the config files"),
+    kafka: str | None = typer.Option(None, "--kafka", help="Kafka bootstrap servers HOST:PORT,..."),
+    kubeconfig: str | None = KUBECONFIG, context: str | None = CONTEXT, namespace: str | None = NAMESPACE,
+) -> None:
+    """Verify and build the application (as `blueprint build`), then create or update it."""
+    def run() -> int:
+        cluster = Cluster(kubeconfig, context, namespace)
+        resource = render_resource(blueprint_file, image, conf or [], overrides or [], kafka, cluster.namespace)
+        if isinstance(resource, int):
+            return resource
+        outcome = cluster.apply(resource)
+        print(f"streamletapplication.{GROUP}/{resource['metadata']['name']} {outcome} in {cluster.namespace}")
+        return EXIT_SOUND
+    _exit(run)
+
+
+@app.command()
+def undeploy(app_name: str = typer.Argument(..., metavar="APP"), kubeconfig: str | None = KUBECONFIG,
+             context: str | None = CONTEXT, namespace: str | None = NAMESPACE) -> None:
+    """Delete the application; the operator removes its Spark applications, secrets and claim
+    (topics and savepoints stay unless the spec asks otherwise)."""
+    def run() -> int:
+        cluster = Cluster(kubeconfig, context, namespace)
+        cluster.delete(app_name)
+        print(f"streamletapplication.{GROUP}/{app_name} deleted from {cluster.namespace}")
+        return EXIT_SOUND
+    _exit(run)
+
+
+@app.command("list")
+def list_(all_namespaces: bool = typer.Option(False, "--all-namespaces", "-A"), kubeconfig: str | None = KUBECONFIG,
+          context: str | None = CONTEXT, namespace: str | None = NAMESPACE) -> None:
+    """The applications: namespace, name, streamlets, phase, ready, image."""
+    def run() -> int:
+        cluster = Cluster(kubeconfig, context, namespace)
+        table = Table("NAMESPACE", "NAME", "STREAMLETS", "PHASE", "READY", "IMAGE", box=None, pad_edge=False)
+        for item in cluster.list(all_namespaces):
+            spec, status = item.get("spec", {}), item.get("status") or {}
+            table.add_row(item["metadata"]["namespace"], item["metadata"]["name"], str(len(spec.get("streamlets", []))),
+                          status.get("phase", "-"), status.get("ready", "-"), spec.get("image", ""))
+        Console(soft_wrap=True).print(table)
+        return EXIT_SOUND
+    _exit(run)
+
+
+@app.command()
+def status(app_name: str = typer.Argument(..., metavar="APP"), kubeconfig: str | None = KUBECONFIG,
+           context: str | None = CONTEXT, namespace: str | None = NAMESPACE) -> None:
+    """The application's phase and conditions, and a row per streamlet: its Spark application,
+    state, executors (running / asked), restarts."""
+    def run() -> int:
+        cluster = Cluster(kubeconfig, context, namespace)
+        item = cluster.get(app_name)
+        console = Console(soft_wrap=True, highlight=False)
+        st = item.get("status") or {}
+        console.print(f"application {app_name} in {cluster.namespace}: phase {st.get('phase', 'Pending')}, "
+                      f"ready {st.get('ready', '-')}, generation {item['metadata'].get('generation')} "
+                      f"(observed {st.get('observedGeneration', '-')})")
+        for c in st.get("conditions", []):
+            console.print(f"  {c.get('type')}={c.get('status')} {c.get('reason', '')}: {c.get('message', '')}")
+        table = Table("STREAMLET", "SPARK APPLICATION", "STATE", "EXECUTORS", "RESTARTS", "CLASS", box=None, pad_edge=False)
+        for s in item["spec"].get("streamlets", []):
+            live = (st.get("streamlets") or {}).get(s["name"], {})
+            asked = s.get("scale", {}).get("executors", 1)
+            table.add_row(s["name"], live.get("sparkApplication", "-"), live.get("state", "PENDING"),
+                          f"{live.get('executors', 0)}/{asked}", str(live.get("restarts", 0)), s.get("className", ""))
+        console.print(table)
+        return EXIT_SOUND
+    _exit(run)
+
+
+@app.command()
+def scale(app_name: str = typer.Argument(..., metavar="APP"),
+          streamlet: str = typer.Argument(..., metavar="STREAMLET"),
+          executors: int = typer.Argument(..., metavar="EXECUTORS", min=0, help="executors of its Spark application"),
+          kubeconfig: str | None = KUBECONFIG, context: str | None = CONTEXT, namespace: str | None = NAMESPACE) -> None:
+    """Set the number of executors of one streamlet (spec.streamlets[].scale.executors)."""
+    def run() -> int:
+        cluster = Cluster(kubeconfig, context, namespace)
+        item = cluster.get(app_name)
+        streamlets = item["spec"]["streamlets"]
+        _streamlet(streamlets, streamlet, app_name).setdefault("scale", {})["executors"] = executors
+        cluster.patch_streamlets(app_name, item, streamlets)
+        print(f"{app_name}.{streamlet} scaled to {executors} executor{'s' if executors != 1 else ''}")
+        return EXIT_SOUND
+    _exit(run)
+
+
+@app.command()
+def configure(app_name: str = typer.Argument(..., metavar="APP"),
+              conf: list[Path] = typer.Option(None, "--conf", "-c", help="config file(s); a later one wins"),
+              overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...", show_default=False),
+              kubeconfig: str | None = KUBECONFIG, context: str | None = CONTEXT,
+              namespace: str | None = NAMESPACE) -> None:
+    """Change settings of a deployed application: streamlets.<name>.config-parameters.<key>
+    (checked against the streamlet's declarations), streamlets.<name>.spark.<key> and
+    streamlets.<name>.kubernetes.executor.instances. Only changed streamlets are redeployed."""
+    def run() -> int:
+        from .configcheck import ConfigReadError, parse_overrides, read_entries
+
+        entries, problems = [], []
+        for path in conf or []:
+            try:
+                entries += read_entries(path)
+            except ConfigReadError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return EXIT_USAGE
+        more, problems = parse_overrides(overrides or [])
+        if problems:
+            raise Refused("; ".join(p.message for p in problems))
+        entries += more
+        if not entries:
+            raise Refused("nothing to configure: give --conf files or KEY=VALUE settings")
+        cluster = Cluster(kubeconfig, context, namespace)
+        item = cluster.get(app_name)
+        streamlets = item["spec"]["streamlets"]
+        changed = sorted({_configure(streamlets, e, app_name) for e in entries})
+        cluster.patch_streamlets(app_name, item, streamlets)
+        print(f"{app_name}: configured {', '.join(changed)}")
+        return EXIT_SOUND
+    _exit(run)
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+
+def _streamlet(streamlets: list[dict], name: str, app_name: str) -> dict:
+    for s in streamlets:
+        if s["name"] == name:
+            return s
+    raise Refused(f"application {app_name!r} has no streamlet {name!r} "
+                  f"(it has {', '.join(s['name'] for s in streamlets)})")
+
+
+def _configure(streamlets: list[dict], e, app_name: str) -> str:
+    """Apply one setting to the spec's streamlets; the streamlet's name. Raises Refused."""
+    parts = e.parts
+    where = f"{e.source}:{e.line}: " if e.line else ""
+    if len(parts) < 4 or parts[0] != "streamlets" or parts[2] not in ("config-parameters", "spark", "kubernetes"):
+        raise Refused(f"{where}{e.key}: a running application takes streamlets.<name>.config-parameters.<key>, "
+                      "streamlets.<name>.spark.<key> or streamlets.<name>.kubernetes.executor.instances")
+    s = _streamlet(streamlets, parts[1], app_name)
+    rest = ".".join(parts[3:])
+    if parts[2] == "config-parameters":
+        declared = {p["key"]: p for p in s["descriptor"].get("config_parameters", [])}
+        if rest not in declared:
+            raise Refused(f"{where}{e.key}: streamlet {parts[1]!r} declares no config parameter {rest!r} "
+                          f"(declared: {', '.join(declared) or 'none'})")
+        try:
+            _parameter(declared[rest]).parse(e.value)
+        except Exception as err:  # ConfigError: the parameter's own validation
+            raise Refused(f"{where}{e.key}: {err}") from None
+        s.setdefault("configParameters", {})[rest] = e.value if isinstance(e.value, str) else json.dumps(e.value)
+    elif parts[2] == "spark":
+        if not rest.startswith("spark."):
+            raise Refused(f"{where}{e.key}: Spark settings start with spark.")
+        s.setdefault("sparkConf", {})[rest] = str(e.value).lower() if isinstance(e.value, bool) else str(e.value)
+    else:
+        if rest != "executor.instances":
+            raise Refused(f"{where}{e.key}: of the pod settings a running application takes executor.instances; "
+                          "redeploy for the others")
+        text = str(e.value).strip()
+        if not text.isdigit():
+            raise Refused(f"{where}{e.key}: {e.value!r} is not a whole number of executors")
+        s.setdefault("scale", {})["executors"] = int(text)
+    return parts[1]
+
+
+def _parameter(declared: dict[str, Any]):
+    """The SDK's ConfigParameter for a descriptor's parameter entry (key, type, pattern)."""
+    from streamlets import params
+
+    kinds = {"string": params.StringParameter, "int32": params.IntegerParameter, "double": params.DoubleParameter,
+             "bool": params.BooleanParameter, "duration": params.DurationParameter,
+             "memorysize": params.MemorySizeParameter}
+    if declared.get("pattern"):
+        return params.RegExpParameter(declared["key"], pattern=declared["pattern"])
+    return kinds.get(declared.get("type"), params.StringParameter)(declared["key"])
+
+
+def _exit(run) -> None:
+    """Run a command body: Refused is exit 1, API and I/O errors exit 2, one line each."""
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config.config_exception import ConfigException
+
+    try:
+        code = run()
+    except Refused as e:
+        print(f"error: {e}", file=sys.stderr)
+        code = EXIT_PROBLEMS
+    except ApiException as e:
+        reason = e.reason
+        try:
+            reason = json.loads(e.body).get("message", reason)
+        except Exception:
+            pass
+        print(f"error: the API server said {e.status}: {reason}", file=sys.stderr)
+        code = EXIT_PROBLEMS if e.status in (409, 422) else EXIT_USAGE
+    except (ConfigException, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        code = EXIT_USAGE
+    except Exception as e:  # a bug of ours: one line, no traceback
+        print(f"error: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        code = EXIT_USAGE
+    raise typer.Exit(code)
+
+
+def main() -> None:
+    """Entry point of the `kubectl-streamlets` executable."""
+    app(prog_name="kubectl streamlets")
+
+
+if __name__ == "__main__":
+    main()
