@@ -174,9 +174,10 @@ def delete(body: kopf.Body, logger: logging.Logger, **_: Any) -> None:
 # --- status refresh -----------------------------------------------------------------------------
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=STATUS_INTERVAL, initial_delay=min(STATUS_INTERVAL, 5.0))
-def refresh_status(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+def refresh_status(body: kopf.Body, patch: kopf.Patch, logger: logging.Logger, **_: Any) -> None:
     """The streamlets' states from their SparkApplications (once the current generation is handled
-    and valid; reconcile writes everything else)."""
+    and valid; reconcile writes everything else). A SparkApplication deleted behind the operator's
+    back is created again."""
     app = plain(body)
     meta, old = app["metadata"], app.get("status") or {}
     if meta.get("deletionTimestamp") or old.get("observedGeneration") != meta.get("generation"):
@@ -189,5 +190,17 @@ def refresh_status(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
     except (kopf.TemporaryError, kopf.PermanentError):
         return  # next time
     names = [s["name"] for s in app["spec"].get("streamlets") or []]
+    missing = [n for n in names if n not in found]
+    if missing:  # deleted by someone else: put back (the spec has not changed, so nothing else did)
+        try:
+            rendered = render.render_all(app)["streamlets"]
+            for n in missing:
+                secret, spark_app = rendered[n]
+                kube.apply_secret(secret)
+                found[n], _ = kube.apply_spark_app(spark_app)
+            status.event(app, "Recreated", f"recreated the SparkApplication(s) of {', '.join(missing)}")
+            logger.info("recreated the SparkApplication(s) of %s", ", ".join(missing))
+        except (render.SpecError, kopf.TemporaryError, kopf.PermanentError) as e:
+            logger.warning("could not recreate %s: %s", ", ".join(missing), e)
     new = status.deployed_status(app, {n: found.get(n) for n in names})
     patch.status.update(new)

@@ -313,6 +313,10 @@ def test_converges_after_sigkill(api, cluster, kube_namespace, built, tmp_path):
         app = wait_for("Deployed=True", lambda: (lambda a: a if conditions(a).get("Deployed", {}).get("status") == "True"
                                                  else None)(get_app(custom, ns)), op=op)
         assert app["status"]["phase"] in ("Deploying", "Running") and app["status"]["streamletCount"] == 5
+
+        # a SparkApplication deleted behind the operator's back comes back (status timer)
+        custom.delete_namespaced_custom_object(*SPARK, ns, "sparkapplications", "flight-delays-stats")
+        wait_for("stats recreated", lambda: "stats" in spark_apps(custom, ns), timeout=30, op=op)
         assert op.alive()
     finally:
         op.stop()
