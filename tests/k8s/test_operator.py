@@ -26,7 +26,8 @@ from blueprint.cli import app as blueprint_cli
 pytestmark = [pytest.mark.k8s, pytest.mark.integration, pytest.mark.timeout(300)]
 
 ROOT = Path(__file__).resolve().parents[2]
-CRDS = ROOT / "charts" / "streamlets-operator" / "crds"
+CHART = ROOT / "charts" / "streamlets-operator"
+CRDS = CHART / "crds"
 GROUP, VERSION, PLURAL = "streamlets.io", "v1alpha1", "streamletapplications"
 SPARK = ("sparkoperator.k8s.io", "v1beta2")
 STREAMLETS = ["flights", "weather", "enrich", "stats", "files"]
@@ -64,13 +65,15 @@ def api(cluster):
 class Operator:
     """The operator as a subprocess watching one namespace; its log is kept for failures."""
 
-    def __init__(self, kube, namespace: str, log: Path):
-        self.kube, self.namespace, self.log = kube, namespace, log
+    def __init__(self, kube, namespace: str, log: Path, kubeconfig: Path | None = None):
+        self.kube, self.namespace, self.log, self.kubeconfig = kube, namespace, log, kubeconfig
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "Operator":
         env = {**self.kube.subprocess_env(), "STREAMLETS_STATUS_INTERVAL": "2",
                "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        if self.kubeconfig is not None:
+            env["KUBECONFIG"] = str(self.kubeconfig)
         out = open(self.log, "a")
         self.proc = subprocess.Popen([sys.executable, "-m", "kopf", "run", "--standalone", "-m", "streamlets_operator",
                                       "--namespace", self.namespace], env=env, stdout=out, stderr=subprocess.STDOUT,
@@ -317,6 +320,46 @@ def test_converges_after_sigkill(api, cluster, kube_namespace, built, tmp_path):
         # a SparkApplication deleted behind the operator's back comes back (status timer)
         custom.delete_namespaced_custom_object(*SPARK, ns, "sparkapplications", "flight-delays-stats")
         wait_for("stats recreated", lambda: "stats" in spark_apps(custom, ns), timeout=30, op=op)
+        assert op.alive()
+    finally:
+        op.stop()
+        print(f"--- operator log ---\n{op.tail(80)}")
+
+
+def test_runs_with_the_charts_rbac(api, cluster, kube_namespace, built, tmp_path):
+    """The operator as the chart's service account (namespaced mode): everything it does is allowed
+    by the chart's Role and ClusterRoles, nothing more is needed."""
+    custom, core = api
+    ns = kube_namespace
+    release = f"op-{ns}"
+    rendered = cluster.helm("template", release, str(CHART), "--namespace", ns, "--skip-crds",
+                            "--set", f"watchNamespaces={{{ns}}}", check=True).stdout
+    rbac = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] in
+            ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")]
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump_all(rbac), check=True)
+    (sa,) = [d["metadata"]["name"] for d in rbac if d["kind"] == "ServiceAccount"]
+    token = cluster.kubectl("create", "token", sa, "-n", ns, check=True).stdout.strip()
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    for user in config["users"]:
+        user["user"] = {"token": token}
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    def can_i(*args):
+        return cluster.kubectl("--kubeconfig", str(kubeconfig), "auth", "can-i", *args, "-n", ns).stdout.strip()
+    assert can_i("create", "pods") == "no"  # not the admin: the chart's grants only
+    assert can_i("create", "sparkapplications.sparkoperator.k8s.io") == "yes"
+
+    op = Operator(cluster, ns, tmp_path / "operator.log", kubeconfig=kubeconfig).start()
+    try:
+        apply(custom, resource(built, ns))
+        wait_for("all children", lambda: deployed(custom, core, ns), op=op)
+        wait_for("Deployed=True", lambda: conditions(get_app(custom, ns)).get("Deployed", {}).get("status") == "True", op=op)
+        custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "flight-delays")
+        wait_for("application gone", lambda: not custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"],
+                 op=op)
+        assert not spark_apps(custom, ns) and not secrets(core, ns)
+        log = op.log.read_text()
+        assert "Forbidden" not in log and "403" not in log, op.tail(80)
         assert op.alive()
     finally:
         op.stop()
