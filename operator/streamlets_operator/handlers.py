@@ -21,6 +21,7 @@ from . import kube, render, status, topics
 from .render import GROUP, PLURAL, VERSION
 
 STATUS_INTERVAL = float(os.environ.get("STREAMLETS_STATUS_INTERVAL", "30"))
+KAFKA_TIMEOUT = float(os.environ.get("STREAMLETS_KAFKA_TIMEOUT", "15"))
 ANNOTATION_PREFIX = "streamlets.io"
 
 
@@ -49,7 +50,10 @@ def configure(settings: kopf.OperatorSettings, logger: logging.Logger, **_: Any)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=ANNOTATION_PREFIX, key="last-handled-configuration")
     settings.persistence.finalizer = f"{ANNOTATION_PREFIX}/finalizer"
-    settings.posting.level = logging.getLevelName(os.environ.get("STREAMLETS_POSTING_LEVEL", "INFO").upper())
+    # Log messages posted as Events: warnings and errors (handler failures). The operator's own
+    # Events (Deployed, TopicsCreated, InvalidSpec, ...) are posted whatever the level; INFO would
+    # add one per status refresh.
+    settings.posting.level = logging.getLevelName(os.environ.get("STREAMLETS_POSTING_LEVEL", "WARNING").upper())
     settings.execution.max_workers = int(os.environ.get("STREAMLETS_MAX_WORKERS", "8"))
     settings.watching.server_timeout = int(os.environ.get("STREAMLETS_WATCH_TIMEOUT", "300"))
     # Peering: the command line (--standalone, --peering) unless the environment says otherwise.
@@ -82,7 +86,7 @@ def reconcile(body: kopf.Body, patch: kopf.Patch, logger: logging.Logger, **_: A
 
     bootstrap = _bootstrap(spec)
     try:
-        topic_states = topics.ensure_topics(bootstrap, topics.desired_topics(spec))
+        topic_states = topics.ensure_topics(bootstrap, topics.desired_topics(spec), timeout=KAFKA_TIMEOUT)
     except topics.TopicError as e:
         patch.status.update(status.transient_status(app, "TopicsReady", "KafkaError", str(e)))
         status.event(app, "KafkaError", str(e), warning=True)
@@ -164,7 +168,7 @@ def delete(body: kopf.Body, logger: logging.Logger, **_: Any) -> None:
     if spec.get("deleteTopicsOnDelete"):
         names = [t.name for t in topics.desired_topics(spec) if t.managed]
         try:
-            topics.delete_topics(_bootstrap(spec), names)
+            topics.delete_topics(_bootstrap(spec), names, timeout=KAFKA_TIMEOUT)
         except topics.TopicError as e:
             raise kopf.TemporaryError(str(e), delay=10) from None
         logger.info("deleted topics %s", ", ".join(names))

@@ -139,9 +139,7 @@ def transient_status(body: dict[str, Any], condition_type: str, reason: str, mes
 def event(body: dict[str, Any], reason: str, message: str, *, warning: bool = False) -> None:
     """A Kubernetes Event on the application (kopf posts it in the background; never raises)."""
     try:
-        if warning:
-            kopf.warn(body, reason=reason, message=message)
-        else:
-            kopf.info(body, reason=reason, message=message)
+        # kopf.event, not kopf.info/warn: those are filtered by settings.posting.level
+        kopf.event(body, type="Warning" if warning else "Normal", reason=reason, message=message)
     except Exception:  # events are best effort
         pass

@@ -70,7 +70,7 @@ class Operator:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "Operator":
-        env = {**self.kube.subprocess_env(), "STREAMLETS_STATUS_INTERVAL": "2",
+        env = {**self.kube.subprocess_env(), "STREAMLETS_STATUS_INTERVAL": "2", "STREAMLETS_KAFKA_TIMEOUT": "3",
                "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
         if self.kubeconfig is not None:
             env["KUBECONFIG"] = str(self.kubeconfig)
@@ -124,9 +124,15 @@ def wait_for(what: str, check, timeout: float = 60, interval: float = 0.25, op: 
 
 
 def resource(built: dict, ns: str) -> dict:
-    r = copy.deepcopy(built)
+    """The built application in namespace `ns`, its topics named `<ns>.<topic>` (the broker is
+    shared by the whole session)."""
+    r = json.loads(json.dumps(built).replace('"flight-delays.', f'"{ns}.'))
     r["metadata"]["namespace"] = ns
     return r
+
+
+def topic_names(ns: str) -> set[str]:
+    return {t.replace("flight-delays.", f"{ns}.") for t in TOPICS}
 
 
 def apply(custom, r: dict) -> dict:
@@ -175,6 +181,7 @@ def streamlet_index(app: dict, name: str) -> int:
 def test_deploy_update_scale_status_delete(api, cluster, operator, kube_namespace, built, kafka_broker):
     custom, core = api
     ns = kube_namespace
+    assert not topic_names(ns) & broker_topics(kafka_broker.bootstrap_servers)
     created = apply(custom, resource(built, ns))
     uid = created["metadata"]["uid"]
 
@@ -195,8 +202,8 @@ def test_deploy_update_scale_status_delete(api, cluster, operator, kube_namespac
     from streamlets.runconfig import StreamletRunConfig
     cfg = StreamletRunConfig.model_validate(run)
     assert cfg.checkpoint_root == "/checkpoints/flight-delays/enrich"
-    assert cfg.topics["out"] == "flight-delays.enriched-flights" and cfg.bootstrap_servers == kafka_broker.bootstrap_servers
-    assert set(TOPICS) <= broker_topics(kafka_broker.bootstrap_servers)
+    assert cfg.topics["out"] == f"{ns}.enriched-flights" and cfg.bootstrap_servers == kafka_broker.bootstrap_servers
+    assert topic_names(ns) <= broker_topics(kafka_broker.bootstrap_servers)
 
     app = wait_for("status with conditions", lambda: (lambda a: a if conditions(a).get("Deployed", {}).get("status") == "True"
                                                      else None)(get_app(custom, ns)), op=operator)
@@ -253,7 +260,9 @@ def test_deploy_update_scale_status_delete(api, cluster, operator, kube_namespac
     assert app["status"]["ready"] == "5/5" and conditions(app)["Ready"]["status"] == "True"
 
     events = core.list_namespaced_event(ns, field_selector="involvedObject.name=flight-delays").items
-    assert any(e.reason == "Deployed" for e in events), [(e.reason, e.message) for e in events]
+    reasons = [e.reason for e in events]
+    assert {"TopicsCreated", "ClaimCreated", "Deployed"} <= set(reasons), reasons
+    assert reasons.count("Deployed") == 3, reasons  # create, config change, scale: nothing for the status refreshes
 
     # delete: the operator removes the children itself (no garbage collector here); topics stay
     custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "flight-delays")
@@ -263,7 +272,7 @@ def test_deploy_update_scale_status_delete(api, cluster, operator, kube_namespac
              and all(c.metadata.deletion_timestamp for c in claims(core, ns)), op=operator)
     wait_for("application gone", lambda: not custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"],
              op=operator)
-    assert set(TOPICS) <= broker_topics(kafka_broker.bootstrap_servers)
+    assert topic_names(ns) <= broker_topics(kafka_broker.bootstrap_servers)
     assert operator.alive()
 
 
@@ -298,6 +307,24 @@ def test_invalid_spec_fails_with_a_condition(api, cluster, operator, kube_namesp
     assert app["status"]["phase"] in ("Deploying", "Running")
 
 
+@pytest.mark.parametrize("break_it, reason", [
+    (lambda s: s["kafka"].update(bootstrapServers="127.0.0.1:1"), "KafkaError"),
+    (lambda s: s["topics"].append({"id": "outside", "name": "t-never-created", "managed": False}), "TopicsMissing"),
+], ids=["kafka-unreachable", "unmanaged-topic-missing"])
+def test_topic_trouble_is_retried(api, operator, kube_namespace, built, break_it, reason):
+    custom, core = api
+    ns = kube_namespace
+    r = resource(built, ns)
+    break_it(r["spec"])
+    apply(custom, r)
+    app = wait_for("TopicsReady=False", lambda: (lambda a: a if conditions(a).get("TopicsReady", {}).get("status") == "False"
+                                                 else None)(get_app(custom, ns)), op=operator)
+    assert conditions(app)["TopicsReady"]["reason"] == reason and app["status"]["phase"] == "Pending"
+    assert not spark_apps(custom, ns)
+    time.sleep(4)
+    assert operator.alive() and "Traceback" not in operator.log.read_text()
+
+
 def test_converges_after_sigkill(api, cluster, kube_namespace, built, tmp_path):
     custom, core = api
     ns = kube_namespace
@@ -326,9 +353,10 @@ def test_converges_after_sigkill(api, cluster, kube_namespace, built, tmp_path):
         print(f"--- operator log ---\n{op.tail(80)}")
 
 
-def test_runs_with_the_charts_rbac(api, cluster, kube_namespace, built, tmp_path):
+def test_runs_with_the_charts_rbac(api, cluster, kube_namespace, built, tmp_path, kafka_broker):
     """The operator as the chart's service account (namespaced mode): everything it does is allowed
-    by the chart's Role and ClusterRoles, nothing more is needed."""
+    by the chart's Role and ClusterRoles, nothing more is needed. With deleteTopicsOnDelete the
+    topics go with the application."""
     custom, core = api
     ns = kube_namespace
     release = f"op-{ns}"
@@ -351,13 +379,17 @@ def test_runs_with_the_charts_rbac(api, cluster, kube_namespace, built, tmp_path
 
     op = Operator(cluster, ns, tmp_path / "operator.log", kubeconfig=kubeconfig).start()
     try:
-        apply(custom, resource(built, ns))
+        r = resource(built, ns)
+        r["spec"]["deleteTopicsOnDelete"] = True
+        apply(custom, r)
         wait_for("all children", lambda: deployed(custom, core, ns), op=op)
+        assert topic_names(ns) <= broker_topics(kafka_broker.bootstrap_servers)
         wait_for("Deployed=True", lambda: conditions(get_app(custom, ns)).get("Deployed", {}).get("status") == "True", op=op)
         custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "flight-delays")
         wait_for("application gone", lambda: not custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"],
                  op=op)
         assert not spark_apps(custom, ns) and not secrets(core, ns)
+        assert not topic_names(ns) & broker_topics(kafka_broker.bootstrap_servers)
         log = op.log.read_text()
         assert "Forbidden" not in log and "403" not in log, op.tail(80)
         assert op.alive()
