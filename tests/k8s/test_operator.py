@@ -348,6 +348,16 @@ def test_converges_after_sigkill(api, cluster, kube_namespace, built, tmp_path):
         custom.delete_namespaced_custom_object(*SPARK, ns, "sparkapplications", "flight-delays-stats")
         wait_for("stats recreated", lambda: "stats" in spark_apps(custom, ns), timeout=30, op=op)
         assert op.alive()
+
+        # a restart of a converged operator changes nothing (resume is idempotent)
+        versions = {n: sa["metadata"]["resourceVersion"] for n, sa in spark_apps(custom, ns).items()}
+        secret_versions = {n: sec.metadata.resource_version for n, sec in secrets(core, ns).items()}
+        op.stop()
+        resumed = op.log.read_text().count("Resuming is processed")
+        op.start()
+        wait_for("resume handled", lambda: op.log.read_text().count("Resuming is processed") > resumed, op=op)
+        assert {n: sa["metadata"]["resourceVersion"] for n, sa in spark_apps(custom, ns).items()} == versions
+        assert {n: sec.metadata.resource_version for n, sec in secrets(core, ns).items()} == secret_versions
     finally:
         op.stop()
         print(f"--- operator log ---\n{op.tail(80)}")
