@@ -74,8 +74,19 @@ def configure(settings: kopf.OperatorSettings, logger: logging.Logger, **_: Any)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
 def reconcile(body: kopf.Body, patch: kopf.Patch, logger: logging.Logger, **_: Any) -> None:
     app = plain(body)
-    meta, spec = app["metadata"], app["spec"]
-    ns, name = meta["namespace"], meta["name"]
+    try:
+        _reconcile(app, patch, logger)
+    except (kopf.PermanentError, kopf.TemporaryError):
+        raise
+    except Exception as e:  # a bug: reported, retried later, never an unhandled exception
+        logger.exception("reconcile failed unexpectedly")
+        message = f"internal error: {type(e).__name__}: {e}"
+        patch.status.update(status.transient_status(app, "Deployed", "InternalError", message))
+        raise kopf.TemporaryError(message, delay=60) from None
+
+
+def _reconcile(app: dict[str, Any], patch: kopf.Patch, logger: logging.Logger) -> None:
+    spec = app["spec"]
 
     problems = render.validate(spec)
     if problems:

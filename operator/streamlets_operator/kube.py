@@ -60,9 +60,7 @@ def call(what: str, fn: Callable, *args, **kwargs) -> Any:
         if e.status in (400, 403, 422):
             raise kopf.PermanentError(f"{what}: the API server refused it ({e.status}): {detail}") from None
         raise kopf.TemporaryError(f"{what}: {e.status} {detail}", delay=5) from None
-    except (OSError, Exception) as e:  # urllib3 connection errors and the like
-        if isinstance(e, (kopf.PermanentError, kopf.TemporaryError, NotFound)):
-            raise
+    except Exception as e:  # urllib3 connection errors, timeouts and the like: retried
         raise kopf.TemporaryError(f"{what}: {type(e).__name__}: {e}", delay=5) from None
 
 

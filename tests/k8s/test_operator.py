@@ -259,10 +259,26 @@ def test_deploy_update_scale_status_delete(api, cluster, operator, kube_namespac
         get_app(custom, ns)), timeout=30, op=operator)
     assert app["status"]["ready"] == "5/5" and conditions(app)["Ready"]["status"] == "True"
 
+    # a streamlet removed from the spec: its SparkApplication and Secret go, nothing else changes
+    before = spark_apps(custom, ns)
+    app = get_app(custom, ns)
+    stats_topic = next(i for i, t in enumerate(app["spec"]["topics"]) if t["id"] == "delay-stats")
+    patch_app(cluster, ns, [{"op": "remove", "path": f"/spec/streamlets/{streamlet_index(app, 'files')}"},
+                            {"op": "replace", "path": f"/spec/topics/{stats_topic}/consumers", "value": []}])
+    wait_for("files removed", lambda: "files" not in spark_apps(custom, ns) and "files" not in secrets(core, ns),
+             op=operator)
+    app = wait_for("status without files", lambda: (lambda a: a if "files" not in a["status"]["streamlets"]
+                                                    and a["status"]["streamletCount"] == 4 else None)(
+        get_app(custom, ns)), op=operator)
+    after = spark_apps(custom, ns)
+    assert {n: sa["metadata"]["resourceVersion"] for n, sa in after.items()} == \
+        {n: sa["metadata"]["resourceVersion"] for n, sa in before.items() if n != "files"}
+
     events = core.list_namespaced_event(ns, field_selector="involvedObject.name=flight-delays").items
     reasons = [e.reason for e in events]
     assert {"TopicsCreated", "ClaimCreated", "Deployed"} <= set(reasons), reasons
-    assert reasons.count("Deployed") == 3, reasons  # create, config change, scale: nothing for the status refreshes
+    # create, config change, scale, removal: nothing for the status refreshes
+    assert reasons.count("Deployed") == 4, reasons
 
     # delete: the operator removes the children itself (no garbage collector here); topics stay
     custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "flight-delays")
