@@ -341,19 +341,81 @@ def test_topic_trouble_is_retried(api, operator, kube_namespace, built, break_it
     assert operator.alive() and "Traceback" not in operator.log.read_text()
 
 
+class SlowProxy:
+    """A TCP proxy to the API server (TLS passes through) that holds each chunk a client sends
+    for `delay` seconds: every API call of a client behind it takes that much longer."""
+
+    def __init__(self, target_port: int, delay: float):
+        import socket
+        import threading
+
+        self.target_port, self.delay, self.closed = target_port, delay, False
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.conns: list = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+                server = socket.create_connection(("127.0.0.1", self.target_port))
+            except OSError:
+                return
+            self.conns += [client, server]
+            threading.Thread(target=self._pump, args=(client, server, self.delay), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, 0), daemon=True).start()
+
+    @staticmethod
+    def _pump(src, dst, delay: float) -> None:
+        try:
+            while data := src.recv(65536):
+                if delay:
+                    time.sleep(delay)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.closed = True
+        for sock in (self.listener, *self.conns):
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+
 def test_converges_after_sigkill(api, cluster, kube_namespace, built, tmp_path):
     custom, core = api
     ns = kube_namespace
-    op = Operator(cluster, ns, tmp_path / "operator.log").start()
+    # The first operator talks to the API server through a proxy that delays each request, so that
+    # it is surely killed midway however busy the machine is; the second one directly.
+    proxy = SlowProxy(cluster.port, delay=0.1)
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    for c in config["clusters"]:
+        c["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"  # the certificate is for 127.0.0.1
+    slow = tmp_path / "kubeconfig-slow"
+    slow.write_text(yaml.safe_dump(config))
+    op = Operator(cluster, ns, tmp_path / "operator.log", kubeconfig=slow).start()
     try:
         apply(custom, resource(built, ns))
-        # kill as soon as the operator has begun creating children
-        wait_for("the first child", lambda: claims(core, ns) or secrets(core, ns) or spark_apps(custom, ns),
-                 interval=0.02, op=op)
+        # kill as soon as the operator has created the first SparkApplication
+        wait_for("the first SparkApplication", lambda: spark_apps(custom, ns), interval=0.02, op=op)
         op.kill()
+        proxy.close()
         partial = (len(spark_apps(custom, ns)), len(secrets(core, ns)), len(claims(core, ns)))
         print(f"children when killed (SparkApplications, Secrets, claims): {partial}")
         assert partial != (5, 5, 1), "the operator finished before it was killed"
+        op.kubeconfig = None
         op.start()
         wait_for("all children after the restart", lambda: deployed(custom, core, ns), op=op)
         app = wait_for("Deployed=True", lambda: (lambda a: a if conditions(a).get("Deployed", {}).get("status") == "True"
