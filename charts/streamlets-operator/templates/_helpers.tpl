@@ -49,6 +49,11 @@ Verbs and resources are listed one by one: no wildcards.
 - apiGroups: ["streamlets.io"]
   resources: ["streamletapplications/status"]
   verbs: ["get", "patch", "update"]
+# ownerReferences with blockOwnerDeletion need update on the owner's finalizers
+# (admission plugin OwnerReferencesPermissionEnforcement).
+- apiGroups: ["streamlets.io"]
+  resources: ["streamletapplications/finalizers"]
+  verbs: ["update"]
 - apiGroups: ["sparkoperator.k8s.io"]
   resources: ["sparkapplications"]
   verbs: ["create", "get", "list", "watch", "patch", "update", "delete"]

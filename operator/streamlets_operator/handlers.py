@@ -1,0 +1,221 @@
+"""kopf handlers of StreamletApplications (streamlets.io/v1alpha1).
+
+create / update / resume -> reconcile: validate, topics, checkpoint claim, per streamlet a Secret
+and a SparkApplication (created, or replaced only when its spec-hash changed), children of
+streamlets no longer in the spec deleted, status written. Idempotent: an operator killed midway
+converges when kopf re-runs the handler (progress is kept in annotations).
+delete -> the children go (no garbage collector is assumed); topics only with deleteTopicsOnDelete.
+timer -> status refreshed from the SparkApplications' states.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+
+from . import kube, render, status, topics
+from .render import GROUP, PLURAL, VERSION
+
+STATUS_INTERVAL = float(os.environ.get("STREAMLETS_STATUS_INTERVAL", "30"))
+KAFKA_TIMEOUT = float(os.environ.get("STREAMLETS_KAFKA_TIMEOUT", "15"))
+ANNOTATION_PREFIX = "streamlets.io"
+
+
+def plain(value: Any) -> Any:
+    """kopf's bodies are read-only views: plain dicts and lists, for rendering and JSON."""
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+def _bootstrap(spec: dict[str, Any]) -> str:
+    servers = (spec.get("kafka") or {}).get("bootstrapServers") or os.environ.get("STREAMLETS_KAFKA_BOOTSTRAP_SERVERS")
+    if not servers:
+        raise kopf.PermanentError("no Kafka bootstrap servers: set spec.kafka.bootstrapServers")
+    return servers
+
+
+# --- settings -----------------------------------------------------------------------------------
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, logger: logging.Logger, **_: Any) -> None:
+    # The status schema is structural (kopf's status.kopf would be pruned): progress in annotations.
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=ANNOTATION_PREFIX, key="last-handled-configuration")
+    settings.persistence.finalizer = f"{ANNOTATION_PREFIX}/finalizer"
+    # Log messages posted as Events: warnings and errors (handler failures). The operator's own
+    # Events (Deployed, TopicsCreated, InvalidSpec, ...) are posted whatever the level; INFO would
+    # add one per status refresh.
+    settings.posting.level = logging.getLevelName(os.environ.get("STREAMLETS_POSTING_LEVEL", "WARNING").upper())
+    settings.execution.max_workers = int(os.environ.get("STREAMLETS_MAX_WORKERS", "8"))
+    settings.watching.server_timeout = int(os.environ.get("STREAMLETS_WATCH_TIMEOUT", "300"))
+    # Peering: the command line (--standalone, --peering) unless the environment says otherwise.
+    if os.environ.get("STREAMLETS_PEERING_NAME"):
+        settings.peering.name = os.environ["STREAMLETS_PEERING_NAME"]
+        settings.peering.mandatory = True
+        settings.peering.standalone = False
+    elif os.environ.get("STREAMLETS_STANDALONE", "").lower() in ("1", "true", "yes"):
+        settings.peering.standalone = True
+    kube.api_client()  # fail early on a missing configuration
+    logger.info("streamlets operator configured (status refresh every %ss)", STATUS_INTERVAL)
+
+
+# --- reconcile ----------------------------------------------------------------------------------
+
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+@kopf.on.create(GROUP, VERSION, PLURAL)
+@kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
+def reconcile(body: kopf.Body, patch: kopf.Patch, logger: logging.Logger, **_: Any) -> None:
+    app = plain(body)
+    try:
+        _reconcile(app, patch, logger)
+    except (kopf.PermanentError, kopf.TemporaryError):
+        raise
+    except Exception as e:  # a bug: reported, retried later, never an unhandled exception
+        logger.exception("reconcile failed unexpectedly")
+        message = f"internal error: {type(e).__name__}: {e}"
+        patch.status.update(status.transient_status(app, "Deployed", "InternalError", message))
+        raise kopf.TemporaryError(message, delay=60) from None
+
+
+def _reconcile(app: dict[str, Any], patch: kopf.Patch, logger: logging.Logger) -> None:
+    spec = app["spec"]
+
+    problems = render.validate(spec)
+    if problems:
+        message = "invalid spec: " + "; ".join(problems)
+        patch.status.update(status.failed_status(app, "InvalidSpec", message))
+        status.event(app, "InvalidSpec", message, warning=True)
+        raise kopf.PermanentError(message)
+
+    bootstrap = _bootstrap(spec)
+    try:
+        topic_states = topics.ensure_topics(bootstrap, topics.desired_topics(spec), timeout=KAFKA_TIMEOUT)
+    except topics.TopicError as e:
+        patch.status.update(status.transient_status(app, "TopicsReady", "KafkaError", str(e)))
+        status.event(app, "KafkaError", str(e), warning=True)
+        raise kopf.TemporaryError(str(e), delay=10) from None
+    missing = [t["name"] for t in topic_states if t["state"] == "Missing"]
+    if missing:
+        message = f"unmanaged topic(s) missing: {', '.join(missing)}"
+        patch.status.update(status.transient_status(app, "TopicsReady", "TopicsMissing", message))
+        patch.status["topics"] = topic_states
+        raise kopf.TemporaryError(message, delay=30)
+    created_topics = [t["name"] for t in topic_states if t["state"] == "Created"]
+    if created_topics:
+        status.event(app, "TopicsCreated", f"created topic(s) {', '.join(created_topics)}")
+
+    try:
+        rendered = render.render_all(app)
+    except render.SpecError as e:  # validate() passed, so only the run config model could object
+        patch.status.update(status.failed_status(app, "InvalidSpec", str(e)))
+        raise kopf.PermanentError(str(e)) from None
+
+    try:
+        if rendered["claim"] is not None and kube.ensure_claim(rendered["claim"]):
+            status.event(app, "ClaimCreated", f"created PersistentVolumeClaim {rendered['claim']['metadata']['name']}")
+        spark_apps: dict[str, dict | None] = {}
+        changed = []
+        for streamlet, (secret, spark_app) in rendered["streamlets"].items():
+            kube.apply_secret(secret)
+            obj, done = kube.apply_spark_app(spark_app)
+            spark_apps[streamlet] = obj
+            if done:
+                changed.append(f"{streamlet} ({done})")
+        removed = _remove_obsolete(app, set(rendered["streamlets"]))
+    except kopf.PermanentError as e:
+        patch.status.update(status.failed_status(app, "DeployFailed", str(e), condition_type="Deployed"))
+        status.event(app, "DeployFailed", str(e), warning=True)
+        raise
+    except kopf.TemporaryError as e:
+        patch.status.update(status.transient_status(app, "Deployed", "DeployRetrying", str(e)))
+        raise
+
+    if changed or removed:
+        message = "deployed " + ", ".join(changed) if changed else ""
+        if removed:
+            message += ("; " if message else "") + "removed " + ", ".join(removed)
+        status.event(app, "Deployed", message)
+        logger.info(message)
+    patch.status.update(status.deployed_status(app, spark_apps, topics=topic_states))
+
+
+def _remove_obsolete(app: dict[str, Any], keep: set[str]) -> list[str]:
+    meta = app["metadata"]
+    ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
+    removed = []
+    for sa in kube.owned_spark_apps(ns, name, uid):
+        streamlet = sa["metadata"].get("labels", {}).get(render.LABEL_STREAMLET)
+        if streamlet not in keep:
+            kube.delete_spark_app(ns, sa["metadata"]["name"])
+            removed.append(streamlet or sa["metadata"]["name"])
+    for secret in kube.owned_secrets(ns, name, uid):
+        if secret["metadata"].get("labels", {}).get(render.LABEL_STREAMLET) not in keep:
+            kube.delete_secret(ns, secret["metadata"]["name"])
+    return removed
+
+
+# --- delete -------------------------------------------------------------------------------------
+
+@kopf.on.delete(GROUP, VERSION, PLURAL)
+def delete(body: kopf.Body, logger: logging.Logger, **_: Any) -> None:
+    app = plain(body)
+    meta, spec = app["metadata"], app.get("spec") or {}
+    ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
+    for sa in kube.owned_spark_apps(ns, name, uid):
+        kube.delete_spark_app(ns, sa["metadata"]["name"])
+    for secret in kube.owned_secrets(ns, name, uid):
+        kube.delete_secret(ns, secret["metadata"]["name"])
+    if not (spec.get("storage") or {}).get("existingClaim"):
+        for claim in kube.owned_claims(ns, name, uid):
+            kube.delete_claim(ns, claim["metadata"]["name"])
+    if spec.get("deleteTopicsOnDelete"):
+        names = [t.name for t in topics.desired_topics(spec) if t.managed]
+        try:
+            topics.delete_topics(_bootstrap(spec), names, timeout=KAFKA_TIMEOUT)
+        except topics.TopicError as e:
+            raise kopf.TemporaryError(str(e), delay=10) from None
+        logger.info("deleted topics %s", ", ".join(names))
+    logger.info("deleted the children of %s/%s", ns, name)
+
+
+# --- status refresh -----------------------------------------------------------------------------
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=STATUS_INTERVAL, initial_delay=min(STATUS_INTERVAL, 5.0))
+def refresh_status(body: kopf.Body, patch: kopf.Patch, logger: logging.Logger, **_: Any) -> None:
+    """The streamlets' states from their SparkApplications (once the current generation is handled
+    and valid; reconcile writes everything else). A SparkApplication deleted behind the operator's
+    back is created again."""
+    app = plain(body)
+    meta, old = app["metadata"], app.get("status") or {}
+    if meta.get("deletionTimestamp") or old.get("observedGeneration") != meta.get("generation"):
+        return
+    if any(c.get("type") in ("Valid", "Deployed") and c.get("status") == "False" for c in old.get("conditions") or []):
+        return
+    try:
+        found = {sa["metadata"]["labels"].get(render.LABEL_STREAMLET): sa
+                 for sa in kube.owned_spark_apps(meta["namespace"], meta["name"], meta["uid"])}
+    except (kopf.TemporaryError, kopf.PermanentError):
+        return  # next time
+    names = [s["name"] for s in app["spec"].get("streamlets") or []]
+    missing = [n for n in names if n not in found]
+    if missing:  # deleted by someone else: put back (the spec has not changed, so nothing else did)
+        try:
+            rendered = render.render_all(app)["streamlets"]
+            for n in missing:
+                secret, spark_app = rendered[n]
+                kube.apply_secret(secret)
+                found[n], _ = kube.apply_spark_app(spark_app)
+            status.event(app, "Recreated", f"recreated the SparkApplication(s) of {', '.join(missing)}")
+            logger.info("recreated the SparkApplication(s) of %s", ", ".join(missing))
+        except (render.SpecError, kopf.TemporaryError, kopf.PermanentError) as e:
+            logger.warning("could not recreate %s: %s", ", ".join(missing), e)
+    new = status.deployed_status(app, {n: found.get(n) for n in names})
+    patch.status.update(new)

@@ -1,0 +1,310 @@
+"""Pure functions from a StreamletApplication (its spec and metadata, as dicts) to the manifests
+of its children: per streamlet a SparkApplication and a Secret with its run config, and one
+PersistentVolumeClaim for the checkpoints. No API calls here: handlers.py applies what this renders.
+
+Names: `<app>-<streamlet>` (SparkApplication), `<app>-<streamlet>-config` (Secret),
+`<app>-checkpoints` (claim), where <app> is the resource's metadata.name.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import os
+from typing import Any
+
+from streamlets.runconfig import StreamletRunConfig
+
+GROUP, VERSION, PLURAL = "streamlets.io", "v1alpha1", "streamletapplications"
+SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
+SPARK_API_VERSION = f"{SPARK_GROUP}/{SPARK_VERSION}"
+
+LABEL_PART_OF = "app.kubernetes.io/part-of"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_APP = "streamlets.io/app"
+LABEL_STREAMLET = "streamlets.io/streamlet"
+ANNOTATION_HASH = "streamlets.io/spec-hash"
+MANAGER = "streamlets-operator"
+
+SPARK_RUNTIME_VERSION = "4.0.0"
+SPARK_PACKAGES = ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0", "org.apache.spark:spark-avro_2.13:4.0.0")
+MAIN_FILE = "local:///opt/streamlets/runner.py"
+CONFIG_DIR = "/etc/streamlets"
+CONFIG_KEY = "run.json"
+CHECKPOINT_DIR = "/checkpoints"
+CHECKPOINT_VOLUME = "checkpoints"
+CONFIG_VOLUME = "streamlet-config"
+RESTART_POLICY = {"type": "OnFailure", "onFailureRetries": 3, "onFailureRetryInterval": 10,
+                  "onSubmissionFailureRetries": 5, "onSubmissionFailureRetryInterval": 20}
+
+
+class SpecError(ValueError):
+    """The spec cannot be deployed (it passed the CRD schema, but is inconsistent)."""
+
+
+# --- names --------------------------------------------------------------------------------------
+
+def spark_app_name(app: str, streamlet: str) -> str:
+    return f"{app}-{streamlet}"
+
+
+def secret_name(app: str, streamlet: str) -> str:
+    return f"{app}-{streamlet}-config"
+
+
+def claim_name(app: str, spec: dict[str, Any]) -> str:
+    """The checkpoint claim: spec.storage.existingClaim, else `<app>-checkpoints`."""
+    return (spec.get("storage") or {}).get("existingClaim") or f"{app}-checkpoints"
+
+
+# --- metadata -----------------------------------------------------------------------------------
+
+def owner_reference(body: dict[str, Any]) -> dict[str, Any]:
+    meta = body["metadata"]
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "StreamletApplication", "name": meta["name"],
+            "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
+
+
+def labels(app: str, streamlet: str | None = None) -> dict[str, str]:
+    out = {LABEL_PART_OF: app, LABEL_MANAGED_BY: MANAGER, LABEL_APP: app}
+    if streamlet is not None:
+        out[LABEL_STREAMLET] = streamlet
+    return out
+
+
+def _metadata(body: dict[str, Any], name: str, streamlet: str | None, annotations: dict[str, str] | None = None):
+    meta = body["metadata"]
+    out: dict[str, Any] = {"name": name, "namespace": meta.get("namespace"),
+                           "labels": labels(meta["name"], streamlet), "ownerReferences": [owner_reference(body)]}
+    if annotations:
+        out["annotations"] = annotations
+    return out
+
+
+# --- validation ---------------------------------------------------------------------------------
+
+def validate(spec: dict[str, Any]) -> list[str]:
+    """Every reason the spec cannot be deployed (empty: it can). Checks what the CRD schema cannot:
+    unique names, Avro schemas that parse, port topics that name declared topics and declared
+    ports, config parameters and volume mounts the descriptor declares, and the run configs."""
+    problems: list[str] = []
+    streamlets = spec.get("streamlets") or []
+    topics = spec.get("topics") or []
+    seen: set[str] = set()
+    for s in streamlets:
+        if s.get("name") in seen:
+            problems.append(f"streamlet name {s.get('name')!r} is used twice")
+        seen.add(s.get("name"))
+    for key in ("id", "name"):
+        values = [t.get(key) for t in topics]
+        for dup in sorted({v for v in values if values.count(v) > 1}):
+            problems.append(f"topic {key} {dup!r} is used twice")
+    topic_names = {t.get("name") for t in topics}
+    if spec.get("deadLetterTopic"):
+        topic_names.add(spec["deadLetterTopic"])
+    for s in streamlets:
+        name = s.get("name")
+        d = s.get("descriptor") or {}
+        ports = {}
+        for kind in ("inlets", "outlets"):
+            for p in d.get(kind) or []:
+                ports[p.get("name")] = kind[:-1]
+                try:
+                    parsed = json.loads(p.get("schema", ""))
+                except ValueError as e:
+                    problems.append(f"streamlet {name!r}: the schema of {kind[:-1]} {p.get('name')!r} is not JSON: {e}")
+                    continue
+                if not isinstance(parsed, (dict, list, str)):
+                    problems.append(f"streamlet {name!r}: the schema of {kind[:-1]} {p.get('name')!r} is not an Avro schema")
+        for inlet, text in (s.get("writerSchemas") or {}).items():
+            try:
+                json.loads(text)
+            except ValueError as e:
+                problems.append(f"streamlet {name!r}: writer schema of inlet {inlet!r} is not JSON: {e}")
+            if ports.get(inlet) != "inlet":
+                problems.append(f"streamlet {name!r}: writerSchemas names {inlet!r}, which is no inlet of {d.get('class_name')}")
+        for port, topic in (s.get("portTopics") or {}).items():
+            if port not in ports:
+                problems.append(f"streamlet {name!r}: portTopics names port {port!r}, which {d.get('class_name')} does not declare")
+            if topic not in topic_names:
+                problems.append(f"streamlet {name!r}: port {port!r} is bound to topic {topic!r}, which spec.topics does not list")
+        declared = {p.get("key") for p in d.get("config_parameters") or []}
+        for key in s.get("configParameters") or {}:
+            if key not in declared:
+                problems.append(f"streamlet {name!r}: config parameter {key!r} is not declared by {d.get('class_name')}")
+        mounts = {m.get("name") for m in d.get("volume_mounts") or []}
+        for m in s.get("volumeMounts") or {}:
+            if m not in mounts:
+                problems.append(f"streamlet {name!r}: volume mount {m!r} is not declared by {d.get('class_name')}")
+        if s.get("className") and d.get("class_name") and s["className"] != d["class_name"]:
+            problems.append(f"streamlet {name!r}: className {s['className']!r} differs from the descriptor's "
+                            f"class_name {d['class_name']!r}")
+    for t in topics:
+        for ref in (*(t.get("producers") or []), *(t.get("consumers") or [])):
+            if ref.split(".", 1)[0] not in seen:
+                problems.append(f"topic {t.get('id')!r}: {ref!r} names no streamlet of the application")
+    if not problems:
+        for s in streamlets:
+            try:
+                run_config(spec, s)
+            except Exception as e:  # pydantic ValidationError and friends
+                problems.append(f"streamlet {s.get('name')!r}: invalid run config: {e}")
+    return problems
+
+
+# --- run config and Secret ----------------------------------------------------------------------
+
+def run_config(spec: dict[str, Any], streamlet: dict[str, Any]) -> dict[str, Any]:
+    """The streamlet's StreamletRunConfig as JSON data (validated by the model)."""
+    d = streamlet.get("descriptor") or {}
+    config = StreamletRunConfig(
+        app_id=spec["appId"],
+        streamlet=streamlet["name"],
+        class_name=streamlet["className"],
+        topics=dict(streamlet.get("portTopics") or {}),
+        writer_schemas={k: json.loads(v) for k, v in (streamlet.get("writerSchemas") or {}).items()},
+        bootstrap_servers=spec["kafka"]["bootstrapServers"],
+        config_parameters=dict(streamlet.get("configParameters") or {}),
+        volume_mounts={m["name"]: m["path"] for m in d.get("volume_mounts") or []},
+        checkpoint_root=f"{CHECKPOINT_DIR}/{spec['appId']}/{streamlet['name']}",
+        dead_letter_topic=spec.get("deadLetterTopic"),
+        spark_conf=dict(streamlet.get("sparkConf") or {}),
+    )
+    return config.model_dump(mode="json")
+
+
+def render_secret(body: dict[str, Any], streamlet: dict[str, Any]) -> dict[str, Any]:
+    app = body["metadata"]["name"]
+    text = json.dumps(run_config(body["spec"], streamlet), indent=2, sort_keys=True)
+    data = {CONFIG_KEY: base64.b64encode(text.encode()).decode()}
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": _metadata(body, secret_name(app, streamlet["name"]), streamlet["name"],
+                                  {ANNOTATION_HASH: spec_hash(data)}),
+            "data": data}
+
+
+# --- SparkApplication ---------------------------------------------------------------------------
+
+def _pod(settings: dict[str, Any] | None) -> dict[str, Any]:
+    """driver/executor settings of the spec -> SparkApplication fields (cores is an integer there:
+    fractional CPUs become coreRequest)."""
+    settings = settings or {}
+    out: dict[str, Any] = {"cores": 1}
+    cores = settings.get("cores")
+    if cores:
+        value = float(cores[:-1]) / 1000 if cores.endswith("m") else float(cores)
+        out["cores"] = max(1, math.ceil(value))
+        out["coreRequest"] = cores
+    for key in ("coreLimit", "memory", "memoryOverhead"):
+        if settings.get(key):
+            out[key] = settings[key]
+    return out
+
+
+def _volumes(app: str, spec: dict[str, Any], streamlet: dict[str, Any]) -> tuple[list[dict], list[dict], list[dict]]:
+    """(volumes, driver mounts, executor mounts). The checkpoint claim is mounted at /checkpoints;
+    a volume mount the spec maps to a claim mounts that claim; an unlisted one gets a folder of the
+    checkpoint claim (`volumes/<streamlet>/<mount>`)."""
+    claim = claim_name(app, spec)
+    volumes = [{"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": claim}}]
+    mounts = [{"name": CHECKPOINT_VOLUME, "mountPath": CHECKPOINT_DIR}]
+    listed = streamlet.get("volumeMounts") or {}
+    for i, m in enumerate((streamlet.get("descriptor") or {}).get("volume_mounts") or []):
+        read_only = m.get("access_mode") == "ReadOnlyMany"
+        if m["name"] in listed:
+            vol = f"mount-{i}"
+            volumes.append({"name": vol, "persistentVolumeClaim": {"claimName": listed[m["name"]], "readOnly": read_only}})
+            mounts.append({"name": vol, "mountPath": m["path"], "readOnly": read_only})
+        else:
+            mounts.append({"name": CHECKPOINT_VOLUME, "mountPath": m["path"],
+                           "subPath": f"volumes/{streamlet['name']}/{m['name']}"})
+    volumes.append({"name": CONFIG_VOLUME, "secret": {"secretName": secret_name(app, streamlet["name"])}})
+    driver_mounts = [*mounts, {"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR, "readOnly": True}]
+    return volumes, driver_mounts, mounts
+
+
+def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any],
+                             secret: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The streamlet's SparkApplication, annotated with the hash of its spec and its Secret's data."""
+    app, spec = body["metadata"]["name"], body["spec"]
+    name = streamlet["name"]
+    secret = secret or render_secret(body, streamlet)
+    pod_labels = {**(streamlet.get("labels") or {}), **labels(app, name)}
+    pod_annotations = dict(streamlet.get("annotations") or {})
+    volumes, driver_mounts, executor_mounts = _volumes(app, spec, streamlet)
+    executors = int((streamlet.get("scale") or {}).get("executors", 1))
+    driver = {**_pod(streamlet.get("driver")), "labels": pod_labels, "volumeMounts": driver_mounts}
+    executor = {**_pod(streamlet.get("executor")), "instances": max(1, executors), "labels": pod_labels,
+                "volumeMounts": executor_mounts}
+    if pod_annotations:
+        driver["annotations"] = executor["annotations"] = pod_annotations
+    if spec.get("serviceAccountName"):
+        driver["serviceAccount"] = spec["serviceAccountName"]
+    spark_conf = {"spark.jars.packages": ",".join(SPARK_PACKAGES), **(streamlet.get("sparkConf") or {})}
+    sa_spec: dict[str, Any] = {
+        "type": "Python",
+        "pythonVersion": "3",
+        "mode": "cluster",
+        "image": spec["image"],
+        "imagePullPolicy": spec.get("imagePullPolicy", "IfNotPresent"),
+        "mainApplicationFile": MAIN_FILE,
+        "arguments": ["--config", f"{CONFIG_DIR}/{CONFIG_KEY}"],
+        "sparkVersion": SPARK_RUNTIME_VERSION,
+        "sparkConf": spark_conf,
+        "restartPolicy": dict(RESTART_POLICY),
+        "volumes": volumes,
+        "driver": driver,
+        "executor": executor,
+    }
+    if executors == 0:  # scaled to zero: the Spark Operator keeps the application, suspended
+        sa_spec["suspend"] = True
+    digest = spec_hash({"spec": sa_spec, "secret": secret["data"]})
+    return {"apiVersion": SPARK_API_VERSION, "kind": "SparkApplication",
+            "metadata": _metadata(body, spark_app_name(app, name), name, {ANNOTATION_HASH: digest}),
+            "spec": sa_spec}
+
+
+# --- PersistentVolumeClaim ----------------------------------------------------------------------
+
+def render_claim(body: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """The checkpoint claim, or None when spec.storage.existingClaim names one. Unset fields take
+    the operator's defaults (STREAMLETS_STORAGE_SIZE, _CLASS, _ACCESS_MODE)."""
+    env = os.environ if env is None else env
+    app, spec = body["metadata"]["name"], body["spec"]
+    storage = spec.get("storage") or {}
+    if storage.get("existingClaim"):
+        return None
+    claim_spec: dict[str, Any] = {
+        "accessModes": [storage.get("accessMode") or env.get("STREAMLETS_STORAGE_ACCESS_MODE") or "ReadWriteOnce"],
+        "resources": {"requests": {"storage": storage.get("size") or env.get("STREAMLETS_STORAGE_SIZE") or "10Gi"}},
+    }
+    storage_class = storage.get("storageClassName") or env.get("STREAMLETS_STORAGE_CLASS")
+    if storage_class:
+        claim_spec["storageClassName"] = storage_class
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": _metadata(body, claim_name(app, spec), None), "spec": claim_spec}
+
+
+# --- everything ---------------------------------------------------------------------------------
+
+def render_streamlet(body: dict[str, Any], streamlet: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(Secret, SparkApplication) of one streamlet."""
+    secret = render_secret(body, streamlet)
+    return secret, render_spark_application(body, streamlet, secret)
+
+
+def render_all(body: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """{'claim': PVC or None, 'streamlets': {name: (Secret, SparkApplication)}}; raises SpecError
+    with every problem if the spec is invalid."""
+    problems = validate(body["spec"])
+    if problems:
+        raise SpecError("; ".join(problems))
+    return {"claim": render_claim(body, env),
+            "streamlets": {s["name"]: render_streamlet(body, s) for s in body["spec"]["streamlets"]}}
+
+
+def spec_hash(data: Any) -> str:
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,0 +1,486 @@
+"""The operator (operator/streamlets_operator) against a real kube-apiserver and a real Kafka broker.
+
+The operator runs as a subprocess (`python -m kopf run --standalone -m streamlets_operator
+--namespace <ns>`), as in its Deployment, so it can be SIGKILLed and restarted. The API server
+has no controller-manager: nothing garbage-collects, pods never run; SparkApplication states are
+set here through the status subresource, as the Spark Operator would.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from blueprint.cli import app as blueprint_cli
+
+pytestmark = [pytest.mark.k8s, pytest.mark.integration, pytest.mark.timeout(300)]
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "streamlets-operator"
+CRDS = CHART / "crds"
+GROUP, VERSION, PLURAL = "streamlets.io", "v1alpha1", "streamletapplications"
+SPARK = ("sparkoperator.k8s.io", "v1beta2")
+STREAMLETS = ["flights", "weather", "enrich", "stats", "files"]
+TOPICS = ["flight-delays.flight-events", "flight-delays.weather-observations", "flight-delays.enriched-flights",
+          "flight-delays.delay-stats", "flight-delays.dead-letters"]
+HASH = "streamlets.io/spec-hash"
+
+
+@pytest.fixture(scope="module")
+def cluster(kube):
+    kube.kubectl("apply", "-f", str(CRDS), check=True)
+    kube.wait_crd_established("streamletapplications.streamlets.io")
+    kube.install_spark_operator_crd()
+    return kube
+
+
+@pytest.fixture(scope="module")
+def built(kafka_broker) -> dict:
+    result = CliRunner().invoke(blueprint_cli, ["build", str(ROOT / "examples" / "flight-delays" / "blueprint.yaml"),
+                                                "--image", "registry.example/fd:1",
+                                                "--kafka", kafka_broker.bootstrap_servers])
+    assert result.exit_code == 0, result.output
+    return yaml.safe_load(result.stdout)
+
+
+@pytest.fixture
+def api(cluster):
+    from kubernetes import client
+
+    c = cluster.api_client()
+    yield client.CustomObjectsApi(c), client.CoreV1Api(c)
+    c.close()
+
+
+class Operator:
+    """The operator as a subprocess watching one namespace; its log is kept for failures."""
+
+    def __init__(self, kube, namespace: str, log: Path, kubeconfig: Path | None = None):
+        self.kube, self.namespace, self.log, self.kubeconfig = kube, namespace, log, kubeconfig
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "Operator":
+        env = {**self.kube.subprocess_env(), "STREAMLETS_STATUS_INTERVAL": "2", "STREAMLETS_KAFKA_TIMEOUT": "3",
+               "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        if self.kubeconfig is not None:
+            env["KUBECONFIG"] = str(self.kubeconfig)
+        out = open(self.log, "a")
+        self.proc = subprocess.Popen([sys.executable, "-m", "kopf", "run", "--standalone", "-m", "streamlets_operator",
+                                      "--namespace", self.namespace], env=env, stdout=out, stderr=subprocess.STDOUT,
+                                     cwd=ROOT)
+        out.close()
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.alive():
+            self.proc.send_signal(signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:]) if self.log.exists() else ""
+
+
+@pytest.fixture
+def operator(cluster, kube_namespace, tmp_path):
+    op = Operator(cluster, kube_namespace, tmp_path / "operator.log").start()
+    yield op
+    op.stop()
+    print(f"--- operator log ({op.log}) ---\n{op.tail(80)}")
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+def wait_for(what: str, check, timeout: float = 60, interval: float = 0.25, op: Operator | None = None):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})" + (f"\noperator log:\n{op.tail()}" if op else ""))
+
+
+def resource(built: dict, ns: str) -> dict:
+    """The built application in namespace `ns`, its topics named `<ns>.<topic>` (the broker is
+    shared by the whole session)."""
+    r = json.loads(json.dumps(built).replace('"flight-delays.', f'"{ns}.'))
+    r["metadata"]["namespace"] = ns
+    return r
+
+
+def topic_names(ns: str) -> set[str]:
+    return {t.replace("flight-delays.", f"{ns}.") for t in TOPICS}
+
+
+def apply(custom, r: dict) -> dict:
+    ns = r["metadata"]["namespace"]
+    return custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, r)
+
+
+def get_app(custom, ns: str, name: str = "flight-delays") -> dict:
+    return custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
+
+
+def spark_apps(custom, ns: str) -> dict[str, dict]:
+    items = custom.list_namespaced_custom_object(*SPARK, ns, "sparkapplications")["items"]
+    return {i["metadata"]["labels"]["streamlets.io/streamlet"]: i for i in items}
+
+
+def secrets(core, ns: str) -> dict[str, object]:
+    return {s.metadata.labels["streamlets.io/streamlet"]: s
+            for s in core.list_namespaced_secret(ns, label_selector="streamlets.io/app=flight-delays").items}
+
+
+def claims(core, ns: str) -> list:
+    return core.list_namespaced_persistent_volume_claim(ns, label_selector="streamlets.io/app=flight-delays").items
+
+
+def conditions(app: dict) -> dict[str, dict]:
+    return {c["type"]: c for c in (app.get("status") or {}).get("conditions") or []}
+
+
+def deployed(custom, core, ns):
+    return len(spark_apps(custom, ns)) == 5 and len(secrets(core, ns)) == 5 and len(claims(core, ns)) == 1
+
+
+def broker_topics(bootstrap: str) -> set[str]:
+    from confluent_kafka.admin import AdminClient
+
+    return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics)
+
+
+def streamlet_index(app: dict, name: str) -> int:
+    return [s["name"] for s in app["spec"]["streamlets"]].index(name)
+
+
+# --- tests --------------------------------------------------------------------------------------
+
+def test_deploy_update_scale_status_delete(api, cluster, operator, kube_namespace, built, kafka_broker):
+    custom, core = api
+    ns = kube_namespace
+    assert not topic_names(ns) & broker_topics(kafka_broker.bootstrap_servers)
+    created = apply(custom, resource(built, ns))
+    uid = created["metadata"]["uid"]
+
+    wait_for("5 SparkApplications, 5 Secrets, 1 claim", lambda: deployed(custom, core, ns), op=operator)
+    sas = spark_apps(custom, ns)
+    assert sorted(sas) == sorted(STREAMLETS)
+    owned = [*sas.values(), *(core.api_client.sanitize_for_serialization(s) for s in secrets(core, ns).values()),
+             *(core.api_client.sanitize_for_serialization(c) for c in claims(core, ns))]
+    for child in owned:
+        (ref,) = child["metadata"]["ownerReferences"]
+        assert (ref["uid"], ref["kind"], ref["controller"], ref["blockOwnerDeletion"]) == (uid, "StreamletApplication", True, True)
+        assert child["metadata"]["labels"]["app.kubernetes.io/part-of"] == "flight-delays"
+    enrich = sas["enrich"]["spec"]
+    assert enrich["type"] == "Python" and enrich["mainApplicationFile"] == "local:///opt/streamlets/runner.py"
+    assert enrich["arguments"] == ["--config", "/etc/streamlets/run.json"]
+    assert "spark-sql-kafka-0-10_2.13:4.0.0" in enrich["sparkConf"]["spark.jars.packages"]
+    run = json.loads(__import__("base64").b64decode(secrets(core, ns)["enrich"].data["run.json"]))
+    from streamlets.runconfig import StreamletRunConfig
+    cfg = StreamletRunConfig.model_validate(run)
+    assert cfg.checkpoint_root == "/checkpoints/flight-delays/enrich"
+    assert cfg.topics["out"] == f"{ns}.enriched-flights" and cfg.bootstrap_servers == kafka_broker.bootstrap_servers
+    assert topic_names(ns) <= broker_topics(kafka_broker.bootstrap_servers)
+
+    app = wait_for("status with conditions", lambda: (lambda a: a if conditions(a).get("Deployed", {}).get("status") == "True"
+                                                     else None)(get_app(custom, ns)), op=operator)
+    st = app["status"]
+    assert st["phase"] in ("Deploying", "Running") and st["streamletCount"] == 5 and st["ready"] == "0/5"
+    assert {t: conditions(app)[t]["status"] for t in ("Valid", "TopicsReady", "Deployed", "Ready")} == \
+        {"Valid": "True", "TopicsReady": "True", "Deployed": "True", "Ready": "False"}
+    assert st["streamlets"]["enrich"]["state"] == "SUBMITTED"
+    assert st["streamlets"]["enrich"]["specHash"] == sas["enrich"]["metadata"]["annotations"][HASH]
+
+    # update one streamlet's config parameter: only its SparkApplication (and Secret) change
+    before = spark_apps(custom, ns)
+    i = streamlet_index(app, "enrich")
+    patch_app(cluster, ns, [{"op": "replace", "path": f"/spec/streamlets/{i}/configParameters/watermark-delay",
+                            "value": "1h"}])
+    after = wait_for("enrich redeployed", lambda: (lambda s: s if s["enrich"]["metadata"]["annotations"][HASH]
+                                                   != before["enrich"]["metadata"]["annotations"][HASH] else None)(
+        spark_apps(custom, ns)), op=operator)
+    time.sleep(1)  # anything else the operator would touch, it would touch in the same pass
+    after = spark_apps(custom, ns)
+    for name in STREAMLETS:
+        same = after[name]["metadata"]["resourceVersion"] == before[name]["metadata"]["resourceVersion"]
+        assert same == (name != "enrich"), name
+    run = json.loads(__import__("base64").b64decode(secrets(core, ns)["enrich"].data["run.json"]))
+    assert run["config_parameters"]["watermark-delay"] == "1h"
+
+    # scale: only executor.instances of that SparkApplication changes
+    before = after
+    i = streamlet_index(app, "stats")
+    patch_app(cluster, ns, [{"op": "replace", "path": f"/spec/streamlets/{i}/scale/executors", "value": 3}])
+    wait_for("stats scaled", lambda: spark_apps(custom, ns)["stats"]["spec"]["executor"]["instances"] == 3, op=operator)
+    time.sleep(1)
+    after = spark_apps(custom, ns)
+    for name in STREAMLETS:
+        assert (after[name]["metadata"]["resourceVersion"] == before[name]["metadata"]["resourceVersion"]) == (name != "stats")
+    old_spec, new_spec = copy.deepcopy(before["stats"]["spec"]), copy.deepcopy(after["stats"]["spec"])
+    old_spec["executor"].pop("instances"), new_spec["executor"].pop("instances")
+    assert old_spec == new_spec
+
+    # the Spark Operator reports states: the status follows (timer)
+    for name, sa in after.items():
+        state = "RUNNING" if name != "files" else "FAILED"
+        custom.patch_namespaced_custom_object_status(*SPARK, ns, "sparkapplications", sa["metadata"]["name"], {
+            "status": {"driverInfo": {}, "applicationState": {"state": state}, "executorState": {f"{name}-exec-1": "RUNNING"},
+                       "submissionAttempts": 2}})
+    app = wait_for("phase Degraded", lambda: (lambda a: a if a["status"].get("phase") == "Degraded" else None)(
+        get_app(custom, ns)), timeout=30, op=operator)
+    assert app["status"]["ready"] == "4/5" and app["status"]["streamlets"]["stats"]["restarts"] == 1
+    assert conditions(app)["Ready"]["reason"] == "StreamletsFailed" and "files" in conditions(app)["Ready"]["message"]
+    custom.patch_namespaced_custom_object_status(*SPARK, ns, "sparkapplications", "flight-delays-files", {
+        "status": {"driverInfo": {}, "applicationState": {"state": "RUNNING"}}})
+    app = wait_for("phase Running", lambda: (lambda a: a if a["status"].get("phase") == "Running" else None)(
+        get_app(custom, ns)), timeout=30, op=operator)
+    assert app["status"]["ready"] == "5/5" and conditions(app)["Ready"]["status"] == "True"
+
+    # a streamlet removed from the spec: its SparkApplication and Secret go, nothing else changes
+    before = spark_apps(custom, ns)
+    app = get_app(custom, ns)
+    stats_topic = next(i for i, t in enumerate(app["spec"]["topics"]) if t["id"] == "delay-stats")
+    patch_app(cluster, ns, [{"op": "remove", "path": f"/spec/streamlets/{streamlet_index(app, 'files')}"},
+                            {"op": "replace", "path": f"/spec/topics/{stats_topic}/consumers", "value": []}])
+    wait_for("files removed", lambda: "files" not in spark_apps(custom, ns) and "files" not in secrets(core, ns),
+             op=operator)
+    app = wait_for("status without files", lambda: (lambda a: a if "files" not in a["status"]["streamlets"]
+                                                    and a["status"]["streamletCount"] == 4 else None)(
+        get_app(custom, ns)), op=operator)
+    after = spark_apps(custom, ns)
+    assert {n: sa["metadata"]["resourceVersion"] for n, sa in after.items()} == \
+        {n: sa["metadata"]["resourceVersion"] for n, sa in before.items() if n != "files"}
+
+    events = core.list_namespaced_event(ns, field_selector="involvedObject.name=flight-delays").items
+    reasons = [e.reason for e in events]
+    assert {"TopicsCreated", "ClaimCreated", "Deployed"} <= set(reasons), reasons
+    # create, config change, scale, removal: nothing for the status refreshes
+    assert reasons.count("Deployed") == 4, reasons
+
+    # delete: the operator removes the children itself (no garbage collector here); topics stay
+    custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "flight-delays")
+    # (a claim keeps the kubernetes.io/pvc-protection finalizer: with no controller-manager to drop
+    # it, a deleted claim stays Terminating here)
+    wait_for("children deleted", lambda: not spark_apps(custom, ns) and not secrets(core, ns)
+             and all(c.metadata.deletion_timestamp for c in claims(core, ns)), op=operator)
+    wait_for("application gone", lambda: not custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"],
+             op=operator)
+    assert topic_names(ns) <= broker_topics(kafka_broker.bootstrap_servers)
+    assert operator.alive()
+
+
+def patch_app(kube, ns: str, ops: list[dict]) -> None:
+    """A JSON patch (RFC 6902) of the application (list entries by index), with kubectl."""
+    kube.kubectl("patch", "sapp", "flight-delays", "-n", ns, "--type=json", "-p", json.dumps(ops), check=True)
+
+
+@pytest.mark.parametrize("break_it, message", [
+    (lambda s: s["streamlets"][2]["descriptor"]["inlets"][0].update(schema="{not json"), "is not JSON"),
+    (lambda s: s["streamlets"][3]["portTopics"].update({"in": "no-such-topic"}), "which spec.topics does not list"),
+], ids=["schema-not-json", "unknown-topic"])
+def test_invalid_spec_fails_with_a_condition(api, cluster, operator, kube_namespace, built, break_it, message):
+    custom, core = api
+    ns = kube_namespace
+    bad = resource(built, ns)
+    break_it(bad["spec"])
+    apply(custom, bad)
+    app = wait_for("Valid=False", lambda: (lambda a: a if conditions(a).get("Valid", {}).get("status") == "False"
+                                           else None)(get_app(custom, ns)), op=operator)
+    assert app["status"]["phase"] == "Failed"
+    assert conditions(app)["Valid"]["reason"] == "InvalidSpec" and message in conditions(app)["Valid"]["message"]
+    assert not spark_apps(custom, ns) and not secrets(core, ns)
+    assert operator.alive()
+
+    # fixed: it deploys
+    good = resource(built, ns)
+    patch_app(cluster, ns, [{"op": "replace", "path": "/spec/streamlets", "value": good["spec"]["streamlets"]}])
+    wait_for("deployed after the fix", lambda: deployed(custom, core, ns), op=operator)
+    app = wait_for("Valid=True", lambda: (lambda a: a if conditions(a).get("Valid", {}).get("status") == "True"
+                                          else None)(get_app(custom, ns)), op=operator)
+    assert app["status"]["phase"] in ("Deploying", "Running")
+
+
+@pytest.mark.parametrize("break_it, reason", [
+    (lambda s: s["kafka"].update(bootstrapServers="127.0.0.1:1"), "KafkaError"),
+    (lambda s: s["topics"].append({"id": "outside", "name": "t-never-created", "managed": False}), "TopicsMissing"),
+], ids=["kafka-unreachable", "unmanaged-topic-missing"])
+def test_topic_trouble_is_retried(api, operator, kube_namespace, built, break_it, reason):
+    custom, core = api
+    ns = kube_namespace
+    r = resource(built, ns)
+    break_it(r["spec"])
+    apply(custom, r)
+    app = wait_for("TopicsReady=False", lambda: (lambda a: a if conditions(a).get("TopicsReady", {}).get("status") == "False"
+                                                 else None)(get_app(custom, ns)), op=operator)
+    assert conditions(app)["TopicsReady"]["reason"] == reason and app["status"]["phase"] == "Pending"
+    assert not spark_apps(custom, ns)
+    time.sleep(4)
+    assert operator.alive() and "Traceback" not in operator.log.read_text()
+
+
+class SlowProxy:
+    """A TCP proxy to the API server (TLS passes through) that holds each chunk a client sends
+    for `delay` seconds: every API call of a client behind it takes that much longer."""
+
+    def __init__(self, target_port: int, delay: float):
+        import socket
+        import threading
+
+        self.target_port, self.delay, self.closed = target_port, delay, False
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.conns: list = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+                server = socket.create_connection(("127.0.0.1", self.target_port))
+            except OSError:
+                return
+            self.conns += [client, server]
+            threading.Thread(target=self._pump, args=(client, server, self.delay), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, 0), daemon=True).start()
+
+    @staticmethod
+    def _pump(src, dst, delay: float) -> None:
+        try:
+            while data := src.recv(65536):
+                if delay:
+                    time.sleep(delay)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.closed = True
+        for sock in (self.listener, *self.conns):
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+
+def test_converges_after_sigkill(api, cluster, kube_namespace, built, tmp_path):
+    custom, core = api
+    ns = kube_namespace
+    # The first operator talks to the API server through a proxy that delays each request, so that
+    # it is surely killed midway however busy the machine is; the second one directly.
+    proxy = SlowProxy(cluster.port, delay=0.1)
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    for c in config["clusters"]:
+        c["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"  # the certificate is for 127.0.0.1
+    slow = tmp_path / "kubeconfig-slow"
+    slow.write_text(yaml.safe_dump(config))
+    op = Operator(cluster, ns, tmp_path / "operator.log", kubeconfig=slow).start()
+    try:
+        apply(custom, resource(built, ns))
+        # kill as soon as the operator has created the first SparkApplication
+        wait_for("the first SparkApplication", lambda: spark_apps(custom, ns), interval=0.02, op=op)
+        op.kill()
+        proxy.close()
+        partial = (len(spark_apps(custom, ns)), len(secrets(core, ns)), len(claims(core, ns)))
+        print(f"children when killed (SparkApplications, Secrets, claims): {partial}")
+        assert partial != (5, 5, 1), "the operator finished before it was killed"
+        op.kubeconfig = None
+        op.start()
+        wait_for("all children after the restart", lambda: deployed(custom, core, ns), op=op)
+        app = wait_for("Deployed=True", lambda: (lambda a: a if conditions(a).get("Deployed", {}).get("status") == "True"
+                                                 else None)(get_app(custom, ns)), op=op)
+        assert app["status"]["phase"] in ("Deploying", "Running") and app["status"]["streamletCount"] == 5
+
+        # a SparkApplication deleted behind the operator's back comes back (status timer)
+        custom.delete_namespaced_custom_object(*SPARK, ns, "sparkapplications", "flight-delays-stats")
+        wait_for("stats recreated", lambda: "stats" in spark_apps(custom, ns), timeout=30, op=op)
+        assert op.alive()
+
+        # a restart of a converged operator changes nothing (resume is idempotent)
+        versions = {n: sa["metadata"]["resourceVersion"] for n, sa in spark_apps(custom, ns).items()}
+        secret_versions = {n: sec.metadata.resource_version for n, sec in secrets(core, ns).items()}
+        op.stop()
+        resumed = op.log.read_text().count("Resuming is processed")
+        op.start()
+        wait_for("resume handled", lambda: op.log.read_text().count("Resuming is processed") > resumed, op=op)
+        assert {n: sa["metadata"]["resourceVersion"] for n, sa in spark_apps(custom, ns).items()} == versions
+        assert {n: sec.metadata.resource_version for n, sec in secrets(core, ns).items()} == secret_versions
+    finally:
+        op.stop()
+        print(f"--- operator log ---\n{op.tail(80)}")
+
+
+def test_runs_with_the_charts_rbac(api, cluster, kube_namespace, built, tmp_path, kafka_broker):
+    """The operator as the chart's service account (namespaced mode): everything it does is allowed
+    by the chart's Role and ClusterRoles, nothing more is needed. With deleteTopicsOnDelete the
+    topics go with the application."""
+    custom, core = api
+    ns = kube_namespace
+    release = f"op-{ns}"
+    rendered = cluster.helm("template", release, str(CHART), "--namespace", ns, "--skip-crds",
+                            "--set", f"watchNamespaces={{{ns}}}", check=True).stdout
+    rbac = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] in
+            ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")]
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump_all(rbac), check=True)
+    (sa,) = [d["metadata"]["name"] for d in rbac if d["kind"] == "ServiceAccount"]
+    token = cluster.kubectl("create", "token", sa, "-n", ns, check=True).stdout.strip()
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    for user in config["users"]:
+        user["user"] = {"token": token}
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    def can_i(*args):
+        return cluster.kubectl("--kubeconfig", str(kubeconfig), "auth", "can-i", *args, "-n", ns).stdout.strip()
+    assert can_i("create", "pods") == "no"  # not the admin: the chart's grants only
+    assert can_i("create", "sparkapplications.sparkoperator.k8s.io") == "yes"
+
+    op = Operator(cluster, ns, tmp_path / "operator.log", kubeconfig=kubeconfig).start()
+    try:
+        r = resource(built, ns)
+        r["spec"]["deleteTopicsOnDelete"] = True
+        apply(custom, r)
+        wait_for("all children", lambda: deployed(custom, core, ns), op=op)
+        assert topic_names(ns) <= broker_topics(kafka_broker.bootstrap_servers)
+        wait_for("Deployed=True", lambda: conditions(get_app(custom, ns)).get("Deployed", {}).get("status") == "True", op=op)
+        custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "flight-delays")
+        wait_for("application gone", lambda: not custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"],
+                 op=op)
+        assert not spark_apps(custom, ns) and not secrets(core, ns)
+        assert not topic_names(ns) & broker_topics(kafka_broker.bootstrap_servers)
+        log = op.log.read_text()
+        assert "Forbidden" not in log and "403" not in log, op.tail(80)
+        assert op.alive()
+    finally:
+        op.stop()
+        print(f"--- operator log ---\n{op.tail(80)}")

@@ -1,0 +1,199 @@
+"""The operator's pure parts: manifests rendered from the flight-delays StreamletApplication,
+spec hashes (what an update redeploys), validation, topics wanted, status and conditions."""
+
+import base64
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from blueprint.cli import app as blueprint_cli
+from streamlets.runconfig import StreamletRunConfig
+from streamlets_operator import render, status, topics
+
+ROOT = Path(__file__).resolve().parents[2]
+STREAMLETS = ["flights", "weather", "enrich", "stats", "files"]
+
+
+@pytest.fixture(scope="module")
+def built() -> dict:
+    result = CliRunner().invoke(blueprint_cli, ["build", str(ROOT / "examples" / "flight-delays" / "blueprint.yaml"),
+                                                "--image", "registry.example/fd:1", "--kafka", "kafka:9092"])
+    assert result.exit_code == 0, result.output
+    body = yaml.safe_load(result.stdout)
+    body["metadata"].update(namespace="apps", uid="0000-1111", generation=1)
+    return body
+
+
+def streamlet(body, name):
+    return next(s for s in body["spec"]["streamlets"] if s["name"] == name)
+
+
+def hashes(body):
+    return {n: sa["metadata"]["annotations"][render.ANNOTATION_HASH]
+            for n, (_, sa) in render.render_all(body, env={})["streamlets"].items()}
+
+
+def test_children_of_the_example(built):
+    out = render.render_all(built, env={})
+    assert sorted(out["streamlets"]) == sorted(STREAMLETS)
+    claim = out["claim"]
+    assert claim["metadata"]["name"] == "flight-delays-checkpoints"
+    assert claim["spec"] == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}}
+    secret, sa = out["streamlets"]["enrich"]
+    for child in (claim, secret, sa):
+        (ref,) = child["metadata"]["ownerReferences"]
+        assert ref == {"apiVersion": "streamlets.io/v1alpha1", "kind": "StreamletApplication", "name": "flight-delays",
+                       "uid": "0000-1111", "controller": True, "blockOwnerDeletion": True}
+        assert child["metadata"]["labels"]["app.kubernetes.io/part-of"] == "flight-delays"
+        assert child["metadata"]["namespace"] == "apps"
+    assert sa["metadata"]["name"] == "flight-delays-enrich" and secret["metadata"]["name"] == "flight-delays-enrich-config"
+    assert sa["metadata"]["labels"]["streamlets.io/streamlet"] == "enrich"
+    spec = sa["spec"]
+    assert (spec["type"], spec["pythonVersion"], spec["mode"], spec["sparkVersion"]) == ("Python", "3", "cluster", "4.0.0")
+    assert spec["mainApplicationFile"] == "local:///opt/streamlets/runner.py"
+    assert spec["arguments"] == ["--config", "/etc/streamlets/run.json"]
+    assert spec["sparkConf"]["spark.jars.packages"] == ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0,"
+                                                        "org.apache.spark:spark-avro_2.13:4.0.0")
+    assert spec["restartPolicy"]["type"] == "OnFailure"
+    assert {"name": "checkpoints", "mountPath": "/checkpoints"} in spec["driver"]["volumeMounts"]
+    assert {"name": "streamlet-config", "mountPath": "/etc/streamlets", "readOnly": True} in spec["driver"]["volumeMounts"]
+    assert {"name": "checkpoints", "mountPath": "/checkpoints"} in spec["executor"]["volumeMounts"]
+    assert spec["executor"]["instances"] == 1
+
+    run = StreamletRunConfig.model_validate_json(base64.b64decode(secret["data"]["run.json"]))
+    assert run.app_id == "flight-delays" and run.streamlet == "enrich"
+    assert run.class_name == "flight_delays.enrich.FlightWeatherJoin"
+    assert run.topics == streamlet(built, "enrich")["portTopics"]
+    assert run.checkpoint_root == "/checkpoints/flight-delays/enrich"
+    assert run.bootstrap_servers == "kafka:9092" and run.dead_letter_topic == "flight-delays.dead-letters"
+    assert run.config_parameters == {"watermark-delay": "21600000ms"}
+
+    # an undeclared claim for a volume mount: a folder of the checkpoint claim
+    _, flights = out["streamlets"]["flights"]
+    assert {"name": "checkpoints", "mountPath": "/mnt/flights", "subPath": "volumes/flights/source"} \
+        in flights["spec"]["driver"]["volumeMounts"]
+    assert json.loads(base64.b64decode(out["streamlets"]["flights"][0]["data"]["run.json"]))["volume_mounts"] == \
+        {"source": "/mnt/flights"}
+
+
+def test_a_config_change_changes_one_hash_and_scaling_one_field(built):
+    before = hashes(built)
+    changed = copy.deepcopy(built)
+    streamlet(changed, "enrich")["configParameters"]["watermark-delay"] = "1h"
+    after = hashes(changed)
+    assert {n for n in STREAMLETS if before[n] != after[n]} == {"enrich"}
+
+    scaled = copy.deepcopy(built)
+    streamlet(scaled, "stats")["scale"]["executors"] = 4
+    assert {n for n, h in hashes(scaled).items() if before[n] != h} == {"stats"}
+    old = render.render_all(built, env={})["streamlets"]["stats"][1]["spec"]
+    new = render.render_all(scaled, env={})["streamlets"]["stats"][1]["spec"]
+    assert new["executor"].pop("instances") == 4 and old["executor"].pop("instances") == 1
+    assert new == old
+    assert hashes(copy.deepcopy(built)) == before  # deterministic
+
+
+def test_storage_resources_and_scale_to_zero(built):
+    body = copy.deepcopy(built)
+    body["spec"]["storage"] = {"existingClaim": "shared"}
+    s = streamlet(body, "stats")
+    s.update(driver={"cores": "500m", "memory": "2g", "coreLimit": "1"}, executor={"cores": "2", "memoryOverhead": "512m"})
+    s["scale"]["executors"] = 0
+    s["volumeMounts"] = {}
+    out = render.render_all(body, env={})
+    assert out["claim"] is None
+    spec = out["streamlets"]["stats"][1]["spec"]
+    assert spec["volumes"][0] == {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "shared"}}
+    assert {k: spec["driver"][k] for k in ("cores", "coreRequest", "coreLimit", "memory")} == \
+        {"cores": 1, "coreRequest": "500m", "coreLimit": "1", "memory": "2g"}
+    assert (spec["executor"]["cores"], spec["executor"]["memoryOverhead"]) == (2, "512m")
+    assert spec["suspend"] is True and spec["executor"]["instances"] == 1
+
+    body["spec"]["storage"] = {"size": "1Gi", "storageClassName": "fast"}
+    claim = render.render_claim(body, env={"STREAMLETS_STORAGE_ACCESS_MODE": "ReadWriteMany"})
+    assert claim["spec"] == {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}},
+                             "storageClassName": "fast"}
+
+    mounted = copy.deepcopy(built)
+    streamlet(mounted, "flights")["volumeMounts"] = {"source": "flight-files"}
+    spec = render.render_all(mounted, env={})["streamlets"]["flights"][1]["spec"]
+    assert {"name": "mount-0", "persistentVolumeClaim": {"claimName": "flight-files", "readOnly": True}} in spec["volumes"]
+    assert {"name": "mount-0", "mountPath": "/mnt/flights", "readOnly": True} in spec["executor"]["volumeMounts"]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda s: s["streamlets"][2]["descriptor"]["inlets"][0].update(schema="{nope"), "is not JSON"),
+    (lambda s: s["streamlets"][3]["portTopics"].update({"in": "elsewhere"}), "which spec.topics does not list"),
+    (lambda s: s["streamlets"][3]["portTopics"].update({"side": "flight-delays.delay-stats"}), "does not declare"),
+    (lambda s: s["streamlets"].append(copy.deepcopy(s["streamlets"][0])), "is used twice"),
+    (lambda s: s["streamlets"][2]["configParameters"].update({"speed": "1"}), "config parameter 'speed'"),
+    (lambda s: s["streamlets"][0].update(volumeMounts={"target": "x"}), "volume mount 'target'"),
+    (lambda s: s["streamlets"][2].update(writerSchemas={"flights": "[oops"}), "writer schema"),
+])
+def test_invalid_specs(built, change, message):
+    body = copy.deepcopy(built)
+    change(body["spec"])
+    problems = render.validate(body["spec"])
+    assert any(message in p for p in problems), problems
+    with pytest.raises(render.SpecError):
+        render.render_all(body, env={})
+
+
+def test_valid_spec_has_no_problems(built):
+    assert render.validate(built["spec"]) == []
+
+
+def test_desired_topics(built):
+    spec = copy.deepcopy(built["spec"])
+    spec["kafka"]["topicDefaults"] = {"partitions": 6, "replicationFactor": 2}
+    spec["topics"][0].pop("partitions")
+    spec["topics"][1]["managed"] = False
+    wanted = {t.name: t for t in topics.desired_topics(spec)}
+    assert wanted["flight-delays.flight-events"].partitions == 6
+    assert wanted["flight-delays.flight-events"].replication == 2
+    assert wanted["flight-delays.weather-observations"].managed is False
+    assert wanted["flight-delays.delay-stats"].config == {"cleanup.policy": "compact"}
+    dead = wanted["flight-delays.dead-letters"]
+    assert (dead.managed, dead.partitions, dead.replication) == (True, 6, 2)
+
+
+def test_unreachable_kafka_is_a_topic_error():
+    with pytest.raises(topics.TopicError, match="cannot list topics"):
+        topics.ensure_topics("127.0.0.1:1", [topics.Topic("t", "t", 1, 1)], timeout=1)
+
+
+def test_status(built):
+    body = copy.deepcopy(built)
+    apps = {n: None for n in STREAMLETS}
+    apps["enrich"] = {"metadata": {"annotations": {render.ANNOTATION_HASH: "abc"}, "creationTimestamp": "2026-01-01T00:00:00Z"}}
+    st = status.deployed_status(body, apps, topics=[{"name": "a", "state": "Created"}])
+    assert st["phase"] == "Deploying" and st["ready"] == "0/5" and st["streamletCount"] == 5
+    assert st["streamlets"]["enrich"] == {"sparkApplication": "flight-delays-enrich", "specHash": "abc",
+                                          "state": "SUBMITTED", "executors": 0, "restarts": 0,
+                                          "lastDeployed": "2026-01-01T00:00:00Z"}
+    assert st["streamlets"]["flights"]["state"] == "PENDING"
+    conds = {c["type"]: c for c in st["conditions"]}
+    assert conds["Deployed"]["status"] == "False" and conds["TopicsReady"]["status"] == "True"
+    assert all(c["observedGeneration"] == 1 for c in conds.values())
+
+    # a condition keeps its transition time while its status stays
+    body["status"] = {**st, "conditions": [{**c, "lastTransitionTime": "2020-01-01T00:00:00Z"} for c in st["conditions"]],
+                      "streamlets": {**st["streamlets"], "gone": {"state": "RUNNING"}}}
+    running = {"status": {"applicationState": {"state": "RUNNING"}, "executorState": {"e1": "RUNNING", "e2": "PENDING"}},
+               "metadata": {"annotations": {}}}
+    st2 = status.deployed_status(body, {n: running for n in STREAMLETS})
+    conds2 = {c["type"]: c for c in st2["conditions"]}
+    assert st2["phase"] == "Running" and st2["ready"] == "5/5" and st2["streamlets"]["enrich"]["executors"] == 1
+    assert conds2["Valid"]["lastTransitionTime"] == "2020-01-01T00:00:00Z"
+    assert conds2["Ready"]["lastTransitionTime"] != "2020-01-01T00:00:00Z"
+    assert conds2["TopicsReady"]["lastTransitionTime"] == "2020-01-01T00:00:00Z"  # kept as it was
+    assert st2["streamlets"]["gone"] is None  # removed by the merge patch
+
+    assert status.phase_of(["RUNNING", "FAILED"]) == "Degraded"
+    failed = status.failed_status(body, "InvalidSpec", "bad")
+    assert failed["phase"] == "Failed"
+    assert {c["type"]: c["status"] for c in failed["conditions"]}["Valid"] == "False"
