@@ -201,22 +201,16 @@ def to_text(graph: AppGraph) -> str:
         lines.append(f"{_plain(name)}  ({_plain(s.class_name)})  {role}".rstrip())
         if not s.loaded and s.error:
             lines.append(f"  ! {_plain(s.error)}")
-        for p in s.inlets:
-            head = f"  {_plain(p.name)}{_schema(p)}"
-            edges = graph.edges_at(name, p.name, "consume")
-            if not edges:
-                lines.append(f"{head}  (not connected)")
-            for e in edges:
-                producers = ", ".join(f"{_plain(x.streamlet)}.{_plain(x.port)}" for x in graph.producers(e.topic))
-                lines.append(f"{head} <-- [{_plain(e.topic)}] <-- {producers or '(no producers)'}")
-        for p in s.outlets:
-            head = f"  {_plain(p.name)}{_schema(p)}"
-            edges = graph.edges_at(name, p.name, "produce")
-            if not edges:
-                lines.append(f"{head}  (not connected)")
-            for e in edges:
-                consumers = ", ".join(f"{_plain(x.streamlet)}.{_plain(x.port)}" for x in graph.consumers(e.topic))
-                lines.append(f"{head} --> [{_plain(e.topic)}] --> {consumers or '(no consumers)'}")
+        for ports, kind, arrow, others, missing in ((s.inlets, "consume", "<--", graph.producers, "(no producers)"),
+                                                    (s.outlets, "produce", "-->", graph.consumers, "(no consumers)")):
+            for p in ports:
+                head = f"  {_plain(p.name)}{_schema(p)}"
+                edges = graph.edges_at(name, p.name, kind)
+                if not edges:
+                    lines.append(f"{head}  (not connected)")
+                for e in edges:
+                    ends = ", ".join(f"{_plain(x.streamlet)}.{_plain(x.port)}" for x in others(e.topic))
+                    lines.append(f"{head} {arrow} [{_plain(e.topic)}] {arrow} {ends or missing}")
         if s.loaded and not s.inlets and not s.outlets:
             lines.append("  (no ports)")
     if graph.topics:
