@@ -87,11 +87,23 @@ def run(
     trigger: str = typer.Option("1 second", "--trigger", help="micro-batch interval (Spark processingTime trigger); 0 for as fast as possible"),
     timeout: float | None = typer.Option(None, "--timeout", help="stop after this many seconds"),
     fresh: bool = typer.Option(False, "--fresh", help="delete the state folder first (start from scratch)"),
+    restore: list[str] = typer.Option(None, "--restore", help="STREAMLET=SAVEPOINT (path or id): start the streamlet "
+                                      "from a savepoint, after checking Spark can restore across the change"),
+    savepoints: str | None = typer.Option(None, "--savepoints", help="savepoint root for ids [default: <state dir>/savepoints]"),
+    branch: bool = typer.Option(False, "--branch", help="restore with new query ids (automatic for another application's savepoint)"),
 ) -> None:
     """Run the whole application locally: a real Kafka broker, local Spark, checkpoints under the
     state folder (a second run resumes). Ctrl-C stops cleanly."""
     try:
-        code = _run(file, config, overrides or [], state_dir, kafka, exit_when_done, idle_seconds, trigger, timeout, fresh)
+        restores = {}
+        for item in restore or []:
+            name, sep, ref = item.partition("=")
+            if not sep or not name or not ref:
+                print(f"error: --restore {item!r}: expected STREAMLET=SAVEPOINT", file=sys.stderr)
+                raise typer.Exit(EXIT_USAGE)
+            restores[name.strip()] = ref.strip()
+        code = _run(file, config, overrides or [], state_dir, kafka, exit_when_done, idle_seconds, trigger, timeout, fresh,
+                    restores, savepoints, branch)
     except KeyboardInterrupt:
         code = 130
     except Exception as e:  # a bug of ours or an unexpected environment problem: one line, no traceback
@@ -101,7 +113,8 @@ def run(
 
 
 def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path | None, kafka: str | None,
-         exit_when_done: bool, idle_seconds: float, trigger: str, timeout: float | None, fresh: bool) -> int:
+         exit_when_done: bool, idle_seconds: float, trigger: str, timeout: float | None, fresh: bool,
+         restores: dict[str, str] | None = None, savepoints: str | None = None, branch: bool = False) -> int:
     import shutil
 
     from .loader import import_streamlets
@@ -126,7 +139,8 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
         return EXIT_PROBLEMS
     options = SandboxOptions(state_dir=state_dir, config_file=config, overrides=overrides, kafka=kafka,
                              exit_when_done=exit_when_done, idle_seconds=idle_seconds,
-                             trigger=None if trigger.strip() in ("0", "0s", "") else trigger, timeout=timeout)
+                             trigger=None if trigger.strip() in ("0", "0s", "") else trigger, timeout=timeout,
+                             restores=restores or {}, savepoints=savepoints, branch=branch)
     sandbox = Sandbox(blueprint, classes, options)
     if fresh and sandbox.state_dir.exists():
         shutil.rmtree(sandbox.state_dir)
@@ -397,6 +411,13 @@ def graph(
         raise
     except Exception as e:  # a bug of ours: one line, no traceback
         fail(f"internal error while drawing {file}: {type(e).__name__}: {e}", EXIT_USAGE)
+
+
+from .state_cli import control, savepoint_app, state_app  # noqa: E402  (the commands register below)
+
+app.add_typer(savepoint_app, name="savepoint")
+app.add_typer(state_app, name="state")
+app.command("control")(control)
 
 
 def main() -> None:

@@ -99,6 +99,21 @@ class StreamletContext:
         )
         return record_columns(decoded.where(~F.col(MALFORMED)), inlet.schema)
 
+    def initial_state(self, query_name: str, operator_id: int = 0) -> "DataFrame | None":
+        """The imported state for query `query_name` (run config `initial_state`, a state export
+        made by `blueprint state export` in jsonl or parquet), as a streaming DataFrame with the
+        export's columns (`key_<field>`, `value_<field>`, `partition_id`); None if none is set.
+
+        Union it, mapped to partial aggregates, with the query's input (a count becomes a sum of
+        counts), as the seed's "load the model from storage when starting without state". The
+        file source reads it once and remembers that in the checkpoint, so keep the setting on
+        restarts: the query's plan must not change. Raises StateExportError for a bad export.
+        """
+        from .state_export import read_export_stream
+
+        where = self.run.initial_state.get(query_name)
+        return None if where is None else read_export_stream(self.spark, where, operator_id)
+
     def write_stream(
         self,
         df: "DataFrame",
@@ -120,13 +135,16 @@ class StreamletContext:
         """Start any query (file sinks, foreachBatch...) with the streamlet's checkpoint, trigger
         and query name `<streamlet>.<query_name>`; tracked so that the runtime can stop it."""
         location = self.checkpoint_location(query_name)
-        if self.dead_letters is not None:
-            for read in self._inlet_reads:
-                self.dead_letters.recover(read, location)
-        if self.run.available_now:
-            writer = writer.trigger(availableNow=True)
-        elif self.run.trigger_interval:
-            writer = writer.trigger(processingTime=self.run.trigger_interval)
+        if self.run.dry_run:  # the same plan, state and sources; nothing written anywhere
+            writer = writer.format("noop").trigger(availableNow=True)
+        else:
+            if self.dead_letters is not None:
+                for read in self._inlet_reads:
+                    self.dead_letters.recover(read, location)
+            if self.run.available_now:
+                writer = writer.trigger(availableNow=True)
+            elif self.run.trigger_interval:
+                writer = writer.trigger(processingTime=self.run.trigger_interval)
         # One FAIR scheduler pool per streamlet, so that streamlets sharing a session share cores.
         self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", self.name)
         query = writer.queryName(f"{self.name}.{query_name}").option("checkpointLocation", location).start()

@@ -35,9 +35,27 @@ class StreamletRunConfig(BaseModel):
     available_now: bool = Field(default=False, description="process what is there, then stop (Trigger.AvailableNow)")
     max_offsets_per_trigger: int | None = Field(default=None, description="Kafka source maxOffsetsPerTrigger (records per micro-batch)")
     spark_conf: dict[str, str] = Field(default_factory=dict)
+    savepoint_root: str | None = Field(default=None, description="where savepoints go (a folder or Hadoop URI); "
+                                       "None: `savepoints` next to the application's checkpoint folder")
+    state_dump_root: str | None = Field(default=None, description="where dump-state commands write; None: `dumps` "
+                                        "next to the application's checkpoint folder")
+    initial_state: dict[str, str] = Field(default_factory=dict, description="query name -> a state export "
+                                          "(streamlets.state_export) the query folds in: StreamletContext.initial_state")
+    dry_run: bool = Field(default=False, description="check against the checkpoint only: every sink is Spark's noop "
+                          "sink, the trigger availableNow, no dead letters (the restore check)")
 
     def checkpoint_location(self, query: str) -> str:
         return f"{self.checkpoint_root.rstrip('/')}/{query}"
+
+    def _beside_checkpoints(self, name: str) -> str:
+        # checkpoint_root is <root>/<app>/<streamlet>; savepoints and dumps go to <root>/<name>
+        return f"{self.checkpoint_root.rstrip('/').rsplit('/', 2)[0]}/{name}"
+
+    def savepoints(self) -> str:
+        return self.savepoint_root or self._beside_checkpoints("savepoints")
+
+    def state_dumps(self) -> str:
+        return self.state_dump_root or self._beside_checkpoints("dumps")
 
     @classmethod
     def read(cls, path: str | Path) -> "StreamletRunConfig":

@@ -131,6 +131,73 @@ class StreamletRuntime:
     def queries(self):
         return [q for ctx in self.contexts.values() for q in ctx.queries]
 
+    # --- the control stream (streamlets.control) ----------------------------------------------
+
+    def control(self, streamlet: str, command: str, args: dict[str, str], command_id: str):
+        """Run a control command on one of this runtime's streamlets; returns a control.Outcome,
+        raises with a message the result carries when the command fails."""
+        from .control import Outcome
+        from .savepoint import committed_batches, query_folders, take_savepoint
+        from .storage import storage_for
+
+        ctx = self.contexts[streamlet]
+        run = ctx.run
+        storage = storage_for(run.checkpoint_root, ctx.spark)
+
+        def batches() -> dict[str, int]:
+            out = {}
+            for q in query_folders(storage, run.checkpoint_root):
+                done = committed_batches(storage, run.checkpoint_location(q))
+                if done:
+                    out[q] = done[-1]
+            return out
+
+        if command == "ping":
+            return Outcome("alive", batch_ids=batches())
+        if command == "savepoint":
+            sp = take_savepoint(run.checkpoint_root, run.savepoints(), app_id=run.app_id, streamlet=streamlet,
+                                cls=type(ctx.streamlet), reason=args.get("reason", "control stream"), spark=ctx.spark)
+            return Outcome(f"savepoint {sp['id']}", sp["path"],
+                           {q: e["batch_id"] for q, e in sp["queries"].items() if e["batch_id"] is not None})
+        if command == "dump-state":
+            return self._dump_state(ctx, args.get("format", "jsonl"), f"{run.state_dumps().rstrip('/')}/{command_id}/{streamlet}")
+        if command == "reload-config":
+            return self._reload(streamlet, args)
+        if command == "stop":
+            for q in ctx.queries:
+                q.stop()
+            return Outcome(f"stopped {len(ctx.queries)} query(ies)", batch_ids=batches())
+        raise StreamletError(f"unknown command {command!r}")
+
+    def _dump_state(self, ctx: StreamletContext, fmt: str, location: str):
+        from .control import Outcome
+        from .savepoint import query_folders
+        from .state_export import export_state, stateful_operators
+        from .storage import storage_for
+
+        run = ctx.run
+        dumped = {}
+        for q in query_folders(storage_for(run.checkpoint_root, ctx.spark), run.checkpoint_root):
+            if stateful_operators(ctx.spark, run.checkpoint_location(q)):
+                manifest = export_state(ctx.spark, run.checkpoint_location(q), f"{location}/{q}", fmt)
+                dumped[q] = manifest["batch_id"]
+        if not dumped:
+            raise StreamletError(f"streamlet {run.streamlet!r} holds no state (no stateful query has committed a batch)")
+        return Outcome(f"state of {len(dumped)} query(ies) as {fmt}", location, dumped)
+
+    def _reload(self, streamlet: str, values: dict[str, str]):
+        from .config import StreamletConfig
+        from .control import Outcome
+
+        ctx = self.contexts[streamlet]
+        cls = type(ctx.streamlet)
+        merged = {**ctx.run.config_parameters, **values}
+        StreamletConfig(streamlet, cls.config_parameters(), merged)  # raises before anything stops
+        for q in ctx.queries:
+            q.stop()
+        new = self.start_class(cls, ctx.run.model_copy(update={"config_parameters": merged}))
+        return Outcome(f"restarted {len(new.queries)} query(ies) with {', '.join(sorted(values)) or 'the same config'}")
+
     def failed(self) -> list[tuple[str, str]]:
         """(query name, error) of queries that stopped with an exception."""
         out = []
@@ -157,6 +224,17 @@ class StreamletRuntime:
                 ctx.spark.streams.removeListener(self.monitor)
             except Exception:  # the session may already be gone at shutdown
                 pass
+
+
+def start_control_listener(runtime: StreamletRuntime, run: StreamletRunConfig):
+    """The control-stream listener of a runtime on Kafka (None with the file transport)."""
+    if not run.bootstrap_servers:
+        return None
+    from .control import ControlListener
+
+    listener = ControlListener(run.bootstrap_servers, run.app_id, lambda: list(runtime.contexts), runtime.control)
+    listener.start()
+    return listener
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,9 +269,12 @@ def main(argv: list[str] | None = None) -> int:
     except StreamletError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    listener = start_control_listener(runtime, run)
     while not stopping.is_set() and all(q.isActive for q in runtime.queries()):
         stopping.wait(1)
     failures = runtime.failed()
+    if listener is not None:
+        listener.stop()
     runtime.stop()
     for name, error in failures:
         print(f"error: query {name} failed: {error}", file=sys.stderr)

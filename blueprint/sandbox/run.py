@@ -16,7 +16,9 @@ A second run on the same folder resumes every query from its checkpoint.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import signal
 import threading
 import time
@@ -28,8 +30,10 @@ from rich.live import Live
 
 from blueprint.model import Blueprint
 from streamlets.config import StreamletConfig
+from streamlets.control import control_topic, results_topic
 from streamlets.errors import StreamletError
 from streamlets.runconfig import StreamletRunConfig
+from streamlets.runner import start_control_listener
 
 from .localconfig import LocalConfigError, StreamletSettings, load_settings
 from .view import TopicRow, plain_line, render
@@ -50,6 +54,9 @@ class SandboxOptions:
     trigger: str | None = "1 second"
     master: str | None = None
     timeout: float | None = None  # seconds; stop after this long even if not done
+    restores: dict[str, str] = field(default_factory=dict)  # streamlet -> savepoint path or id
+    savepoints: str | None = None  # savepoint root for ids [default: <state dir>/savepoints]
+    branch: bool = False  # restore with new query ids (always so for another application's savepoint)
 
 
 class SandboxError(Exception):
@@ -108,6 +115,8 @@ def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings:
         config_parameters=settings.config_parameters,
         volume_mounts=mounts,
         checkpoint_root=str(state_dir / "checkpoints" / bp.app_id / name),
+        savepoint_root=str(state_dir / "savepoints"),
+        state_dump_root=str(state_dir / "dumps"),
         dead_letter_topic=dead_letter_topic(bp),
         trigger_interval=trigger,
         spark_conf=settings.spark,
@@ -134,6 +143,7 @@ class Sandbox:
         self.spark = None
         self.runtime = None
         self._watcher = None
+        self._listener = None
         self._last_offsets: dict[str, int] = {}
         self._last_look = time.time()
 
@@ -170,6 +180,7 @@ class Sandbox:
             bootstrap = self.broker.bootstrap_servers
         topics = [(t.kafka_name(self.bp.app_id), t.partitions, dict(t.config)) for t in self.bp.topics.values()]
         topics.append((dead_letter_topic(self.bp), 1, {}))
+        topics += [(control_topic(self.bp.app_id), 1, {}), (results_topic(self.bp.app_id), 1, {})]
         create_topics(bootstrap, topics)
         return bootstrap
 
@@ -217,18 +228,53 @@ class Sandbox:
             from .topics import TopicWatcher
 
             self._watcher = TopicWatcher(bootstrap)
+            runs = [run.model_copy(update={"bootstrap_servers": bootstrap}) for run in runs]
+            self._restore(runs)
             for run in runs:
-                run = run.model_copy(update={"bootstrap_servers": bootstrap})
                 self.console.print(f"starting streamlet [bold]{run.streamlet}[/] ({run.class_name})")
                 try:
                     self.runtime.start_class(self.classes[run.streamlet], run)
                 except StreamletError as e:
                     raise SandboxError(str(e)) from None
+            self._listener = start_control_listener(self.runtime, runs[0])
+            # `blueprint control` and `savepoint` find the running application's broker here
+            (self.state_dir / "sandbox.json").write_text(json.dumps({"app_id": self.bp.app_id, "bootstrap_servers": bootstrap,
+                                                                     "pid": os.getpid()}))
             return self._watch()
         finally:
             self._shutdown()
             for s, handler in previous.items():
                 signal.signal(s, handler)
+
+    def _restore(self, runs: list[StreamletRunConfig]) -> None:
+        """Restore streamlets from savepoints (`--restore`), each after Spark's compatibility
+        check (streamlets.restore); SandboxError with what changed if one cannot be restored."""
+        from streamlets.restore import check_restore, restore_savepoint
+        from streamlets.savepoint import SavepointError, resolve_savepoint
+
+        unknown = sorted(set(self.options.restores) - set(self.bp.streamlets))
+        if unknown:
+            raise SandboxError(f"--restore names no streamlet of the blueprint: {', '.join(unknown)}")
+        by_name = {r.streamlet: r for r in runs}
+        for name, ref in self.options.restores.items():
+            try:
+                sp = resolve_savepoint(ref, self.options.savepoints or str(self.state_dir / "savepoints"))
+            except SavepointError as e:
+                raise SandboxError(str(e)) from None
+            batches = ", ".join(f"{q}={e['batch_id']}" for q, e in sp["queries"].items())
+            self.console.print(f"checking that [bold]{name}[/] can start from savepoint {sp['id']} (batch ids {batches})")
+            check = check_restore(self.spark, sp, self.classes[name], by_name[name])
+            if not check.ok:
+                raise SandboxError(f"streamlet {name!r} cannot start from savepoint {sp['id']}: " + "; ".join(check.problems))
+            for note in check.notes:
+                self.console.print(f"  note: {note}")
+            branch = self.options.branch or sp["app_id"] != self.bp.app_id
+            try:
+                moved = restore_savepoint(sp, by_name[name], branch=branch, replace=True)
+            except SavepointError as e:
+                raise SandboxError(str(e)) from None
+            self.console.print(f"restored [bold]{name}[/] from {sp['path']}" + (" as a branch (new query ids)" if branch else "")
+                               + (f"; its previous checkpoints are in {moved}" if moved else ""))
 
     def _topic_rows(self) -> list[TopicRow]:
         now = time.time()
@@ -310,6 +356,9 @@ class Sandbox:
         return self.runtime.dead_letters.pending() == 0
 
     def _shutdown(self) -> None:
+        if self._listener is not None:
+            self._listener.stop()
+        (self.state_dir / "sandbox.json").unlink(missing_ok=True)
         if self.runtime is not None:
             self.console.print("stopping queries")
             self.runtime.stop()

@@ -1,0 +1,254 @@
+"""`blueprint savepoint take|list|inspect|dispose` and `blueprint state export` for the sandbox.
+
+A sandbox application keeps its checkpoints in `<state dir>/checkpoints/<app>/<streamlet>/<query>`
+(state dir: `--state-dir`, default `.streamlets/<app id>`); its savepoints go to
+`<state dir>/savepoints` unless `--savepoints` names another folder or a Hadoop URI (s3a://,
+abfss://...). Everything here works while the application runs: savepoints copy only committed
+micro-batches and Spark's state data source only reads.
+
+Exit codes: 0 done, 1 refused (nothing to take, not a savepoint, a bad export), 2 usage or I/O.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
+
+savepoint_app = typer.Typer(help="Savepoints of a sandbox application's streamlets: take, list, inspect, dispose.",
+                            no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+state_app = typer.Typer(help="The state of a checkpoint or savepoint: export it (JSON Lines, Parquet, CSV).",
+                        no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+
+
+def fail(message: str, code: int = EXIT_REFUSED) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    raise typer.Exit(code)
+
+
+def default_state_dir(app_id: str) -> Path:
+    return (Path.cwd() / ".streamlets" / app_id).resolve()
+
+
+def _blueprint(file: Path):
+    from .loader import BlueprintError, BlueprintReadError, import_streamlets, load_blueprint
+
+    try:
+        bp = load_blueprint(file)
+    except BlueprintError as e:
+        fail(str(e), EXIT_USAGE if isinstance(e, BlueprintReadError) else EXIT_REFUSED)
+    with contextlib.redirect_stdout(sys.stderr):
+        classes = import_streamlets(bp)
+    broken = {n: c for n, c in classes.items() if not isinstance(c, type)}
+    if broken:
+        fail("; ".join(f"streamlet {n!r}: {c}" for n, c in broken.items()) + " (run `blueprint verify`)")
+    return bp, classes
+
+
+def _guard(fn):
+    """Run a command body: our errors are one line, anything else one line too (no traceback)."""
+    from streamlets.savepoint import SavepointError
+    from streamlets.state_export import StateExportError
+
+    try:
+        return fn()
+    except typer.Exit:
+        raise
+    except (SavepointError, StateExportError) as e:
+        fail(str(e))
+    except OSError as e:
+        fail(f"{e.strerror or e}: {e.filename or ''}".rstrip(": "), EXIT_USAGE)
+    except Exception as e:  # a bug of ours or Spark's failure: one line
+        fail(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", EXIT_USAGE)
+
+
+@savepoint_app.command("take")
+def take(
+    file: Path = typer.Argument(..., help="the blueprint file", show_default=False),
+    streamlets: list[str] = typer.Option(None, "--streamlet", "-s", help="only these streamlets [default: every one with checkpoints]"),
+    state_dir: Path | None = typer.Option(None, "--state-dir", help="the sandbox's state folder [default: .streamlets/<app id>]"),
+    savepoints: str | None = typer.Option(None, "--savepoints", help="savepoint root: a folder or Hadoop URI [default: <state dir>/savepoints]"),
+    reason: str = typer.Option("manual", "--reason", help="recorded in the manifest"),
+) -> None:
+    """Take a savepoint of streamlets of a (running or stopped) sandbox application."""
+    from streamlets.savepoint import query_folders, take_savepoint
+    from streamlets.storage import LocalStorage
+
+    bp, classes = _blueprint(file)
+    state = (state_dir or default_state_dir(bp.app_id)).resolve()
+    root = savepoints or str(state / "savepoints")
+    unknown = sorted(set(streamlets or []) - set(bp.streamlets))
+    if unknown:
+        fail(f"{file} has no streamlet {', '.join(map(repr, unknown))} (it has {', '.join(bp.streamlets)})", EXIT_USAGE)
+
+    def body():
+        names = streamlets or [n for n in bp.streamlets
+                               if query_folders(LocalStorage(), str(state / "checkpoints" / bp.app_id / n))]
+        if not names:
+            fail(f"no checkpoints under {state / 'checkpoints' / bp.app_id}: run the application first "
+                 "(`blueprint run`), or give --state-dir")
+        table = Table("savepoint", "streamlet", "batch ids", "path", box=None)
+        for name in names:
+            sp = take_savepoint(str(state / "checkpoints" / bp.app_id / name), root, app_id=bp.app_id, streamlet=name,
+                                cls=classes[name], reason=reason)
+            table.add_row(sp["id"], name, ", ".join(f"{q}={e['batch_id']}" for q, e in sp["queries"].items()), sp["path"])
+        Console().print(table)
+    _guard(body)
+
+
+@savepoint_app.command("list")
+def list_(
+    file: Path | None = typer.Argument(None, help="the blueprint file (its application's savepoints)", show_default=False),
+    state_dir: Path | None = typer.Option(None, "--state-dir", help="the sandbox's state folder"),
+    savepoints: str | None = typer.Option(None, "--savepoints", help="savepoint root [default: <state dir>/savepoints]"),
+    streamlet: str | None = typer.Option(None, "--streamlet", "-s", help="only this streamlet's"),
+    as_json: bool = typer.Option(False, "--json", help="the manifests as a JSON array"),
+) -> None:
+    """List complete savepoints, oldest first."""
+    from streamlets.savepoint import list_savepoints
+
+    app_id = None
+    if file is not None:
+        from .loader import BlueprintError, load_blueprint
+
+        try:
+            app_id = load_blueprint(file).app_id
+        except BlueprintError as e:
+            fail(str(e), EXIT_USAGE)
+    if savepoints is None:
+        if app_id is None and state_dir is None:
+            fail("give a blueprint file, --state-dir or --savepoints", EXIT_USAGE)
+        savepoints = str(((state_dir or default_state_dir(app_id)).resolve()) / "savepoints")
+
+    def body():
+        found = list_savepoints(savepoints, app_id, streamlet)
+        if as_json:
+            print(json.dumps(found, indent=2))
+            return
+        table = Table("savepoint", "application", "streamlet", "created (UTC)", "reason", "batch ids", "code", box=None)
+        for m in found:
+            table.add_row(m["id"], m["app_id"], m["streamlet"], m["created_at"], m["reason"],
+                          ", ".join(f"{q}={e['batch_id']}" for q, e in m["queries"].items()), m["code_version"])
+        Console().print(table if found else f"no savepoints under {savepoints}")
+    _guard(body)
+
+
+@savepoint_app.command("inspect")
+def inspect(
+    ref: str = typer.Argument(..., help="a savepoint's path, or its id with --savepoints", show_default=False),
+    savepoints: str | None = typer.Option(None, "--savepoints", help="savepoint root to find an id in"),
+) -> None:
+    """Print a savepoint's manifest (JSON)."""
+    from streamlets.savepoint import resolve_savepoint
+
+    _guard(lambda: print(json.dumps(resolve_savepoint(ref, savepoints), indent=2, sort_keys=True)))
+
+
+@savepoint_app.command("dispose")
+def dispose(
+    refs: list[str] = typer.Argument(..., help="savepoint paths, or ids with --savepoints", show_default=False),
+    savepoints: str | None = typer.Option(None, "--savepoints", help="savepoint root to find ids in"),
+) -> None:
+    """Delete savepoints."""
+    from streamlets.savepoint import dispose_savepoint, resolve_savepoint
+
+    def body():
+        for ref in refs:
+            sp = resolve_savepoint(ref, savepoints)
+            dispose_savepoint(sp["path"])
+            print(f"disposed {sp['id']} ({sp['path']})")
+    _guard(body)
+
+
+@state_app.command("export")
+def export(
+    path: str = typer.Argument(..., help="a query checkpoint folder, or a savepoint (every stateful query)", show_default=False),
+    out: Path = typer.Option(..., "--out", "-o", help="a new folder for the export", show_default=False),
+    fmt: str = typer.Option("jsonl", "--format", "-f", help="jsonl, parquet or csv"),
+    batch_id: int | None = typer.Option(None, "--batch-id", help="the committed micro-batch to export [default: the last]"),
+) -> None:
+    """Write the state of a checkpoint or savepoint with Spark's state data source, with a
+    manifest (`_export.json`: batch id, operators, rows, schemas)."""
+    from streamlets.savepoint import MANIFEST, QUERIES, read_savepoint
+    from streamlets.spark_session import build_spark_session
+    from streamlets.state_export import export_state
+
+    def body():
+        targets = {"": path}
+        if Path(path, MANIFEST).exists():
+            sp = read_savepoint(path)
+            targets = {q: str(Path(path, QUERIES, q)) for q, e in sp["queries"].items() if e.get("stateful")}
+            if not targets:
+                fail(f"savepoint {sp['id']} holds no state (no stateful query)")
+        spark = build_spark_session("streamlets-state-export", master="local[2]")
+        for query, checkpoint in targets.items():
+            manifest = export_state(spark, checkpoint, str(out / query) if query else str(out), fmt, batch_id)
+            rows = sum(op["rows"] for op in manifest["operators"])
+            print(f"exported {rows:,} state rows of {checkpoint} at batch {manifest['batch_id']} "
+                  f"({len(manifest['operators'])} operator(s), {fmt}) to {out / query if query else out}")
+    _guard(body)
+
+
+def control(
+    file: Path = typer.Argument(..., help="the blueprint file", show_default=False),
+    command: str = typer.Argument(..., help="savepoint, dump-state, reload-config, stop or ping", show_default=False),
+    streamlet: str | None = typer.Option(None, "--streamlet", "-s", help="the target [default: every streamlet]"),
+    args: list[str] = typer.Option(None, "--arg", "-a", help="KEY=VALUE: command arguments (dump-state: format=jsonl|parquet|csv; "
+                                   "reload-config: config-parameter values)"),
+    state_dir: Path | None = typer.Option(None, "--state-dir", help="the running sandbox's state folder [default: .streamlets/<app id>]"),
+    kafka: str | None = typer.Option(None, "--kafka", help="HOST:PORT of the application's Kafka [default: the running sandbox's]"),
+    timeout: float = typer.Option(120, "--timeout", help="seconds to wait for the results"),
+) -> None:
+    """Send a command on the application's control stream and print each streamlet's result."""
+    from streamlets.control import COMMANDS, Command, await_results, results_consumer, send_command
+
+    from .loader import BlueprintError, load_blueprint
+
+    if command not in COMMANDS:
+        fail(f"unknown command {command!r} (one of {', '.join(COMMANDS)})", EXIT_USAGE)
+    try:
+        bp = load_blueprint(file)
+    except BlueprintError as e:
+        fail(str(e), EXIT_USAGE)
+    if streamlet is not None and streamlet not in bp.streamlets:
+        fail(f"{file} has no streamlet {streamlet!r} (it has {', '.join(bp.streamlets)})", EXIT_USAGE)
+    parsed = {}
+    for item in args or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            fail(f"--arg {item!r}: expected KEY=VALUE", EXIT_USAGE)
+        parsed[key.strip()] = value.strip()
+    if kafka is None:
+        info = (state_dir or default_state_dir(bp.app_id)).resolve() / "sandbox.json"
+        if not info.is_file():
+            fail(f"no running sandbox of {bp.app_id!r} ({info} is missing): start it with `blueprint run`, "
+                 "or give --kafka or --state-dir")
+        kafka = json.loads(info.read_text())["bootstrap_servers"]
+
+    def body():
+        cmd = Command(command, streamlet, parsed)
+        consumer = results_consumer(kafka, bp.app_id)
+        try:
+            send_command(kafka, bp.app_id, cmd)
+            expected = {streamlet} if streamlet else set(bp.streamlets)
+            results = await_results(kafka, bp.app_id, cmd.id, expected, timeout, consumer=consumer)
+        finally:
+            consumer.close()
+        table = Table("streamlet", "status", "batch ids", "location", "message", box=None)
+        for r in sorted(results, key=lambda r: r["streamlet"]):
+            table.add_row(r["streamlet"], r["status"], ", ".join(f"{q}={b}" for q, b in r["batch_ids"].items()),
+                          r["location"] or "", r["message"])
+        Console(width=200).print(table)
+        missing = expected - {r["streamlet"] for r in results}
+        if missing:
+            fail(f"no result within {timeout:.0f} s from {', '.join(sorted(missing))}")
+        if any(r["status"] != "ok" for r in results):
+            raise typer.Exit(EXIT_REFUSED)
+    _guard(body)

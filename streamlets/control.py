@@ -1,0 +1,243 @@
+"""The control stream: commands to running streamlets on a Kafka topic, results on another.
+
+Per application, topic `<app>.control` carries Command records and `<app>.control-results`
+Result records (Avro, schemas below, keyed by the command id). Every process running streamlets
+has one ControlListener: it reads commands issued after it started (its own consumer group,
+`auto.offset.reset=latest`), acts for each of its streamlets the command targets (`target` null:
+all), and publishes one Result per streamlet. Commands:
+
+- `ping`: ok, with the last committed batch id of each query;
+- `savepoint`: a savepoint of the streamlet (streamlets.savepoint), `location` its folder;
+- `dump-state`: the state of each stateful query at its last committed batch, exported with
+  streamlets.state_export (`args.format`: jsonl, parquet or csv), `location` the folder;
+- `reload-config`: `args` are new config-parameter values, checked against the declarations; the
+  streamlet's queries stop (a running micro-batch is cancelled and runs again) and start again
+  with the new config, from their checkpoints;
+- `stop`: the streamlet's queries stop.
+
+A streamlet can also read the control topic itself: declare `ControlInlet("control")`, bind it
+to the topic `<app>.control` in the blueprint (`managed: false`) and join it with its data, as
+in the seed's control-stream pattern.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from .ports import AvroInlet
+from .schema import AvroSchema, decode, encode
+
+if TYPE_CHECKING:
+    from .runner import StreamletRuntime
+
+log = logging.getLogger(__name__)
+
+COMMANDS = ("savepoint", "dump-state", "reload-config", "stop", "ping")
+COMMAND_SCHEMA: dict[str, Any] = {
+    "type": "record", "name": "Command", "namespace": "io.streamlets.control",
+    "doc": "A command to the running streamlets of an application.",
+    "fields": [
+        {"name": "id", "type": "string", "doc": "unique; results carry it"},
+        {"name": "command", "type": {"type": "enum", "name": "CommandType",
+                                     "symbols": ["savepoint", "dump_state", "reload_config", "stop", "ping"]}},
+        {"name": "target", "type": ["null", "string"], "default": None, "doc": "a streamlet name; null: every streamlet"},
+        {"name": "args", "type": {"type": "map", "values": "string"}, "default": {}},
+        {"name": "issued_at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    ],
+}
+RESULT_SCHEMA: dict[str, Any] = {
+    "type": "record", "name": "Result", "namespace": "io.streamlets.control",
+    "doc": "What one streamlet did with a command.",
+    "fields": [
+        {"name": "command_id", "type": "string"},
+        {"name": "command", "type": "string"},
+        {"name": "streamlet", "type": "string"},
+        {"name": "status", "type": {"type": "enum", "name": "Status", "symbols": ["ok", "error"]}},
+        {"name": "message", "type": "string", "default": ""},
+        {"name": "location", "type": ["null", "string"], "default": None, "doc": "savepoint or dump folder"},
+        {"name": "batch_ids", "type": {"type": "map", "values": "long"}, "default": {},
+         "doc": "query -> the committed micro-batch the result is consistent with"},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    ],
+}
+
+
+_SCHEMAS = {s["name"]: AvroSchema.load(s) for s in (COMMAND_SCHEMA, RESULT_SCHEMA)}
+
+
+def control_topic(app_id: str) -> str:
+    return f"{app_id}.control"
+
+
+def results_topic(app_id: str) -> str:
+    return f"{app_id}.control-results"
+
+
+def ControlInlet(name: str = "control") -> AvroInlet:
+    """An inlet of Command records, for a streamlet that handles commands in its own query."""
+    return AvroInlet(name, COMMAND_SCHEMA)
+
+
+@dataclass
+class Command:
+    command: str
+    target: str | None = None
+    args: dict[str, str] = field(default_factory=dict)
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def record(self) -> dict[str, Any]:
+        if self.command not in COMMANDS:
+            raise ValueError(f"unknown command {self.command!r} (one of {', '.join(COMMANDS)})")
+        return {"id": self.id, "command": self.command.replace("-", "_"), "target": self.target,
+                "args": dict(self.args), "issued_at": int(time.time() * 1000)}
+
+
+@dataclass
+class Outcome:
+    """What an action returns: message, location and batch ids of an `ok` result."""
+
+    message: str = ""
+    location: str | None = None
+    batch_ids: dict[str, int] = field(default_factory=dict)
+
+
+# --- wire ---------------------------------------------------------------------------------------
+
+def _encode(schema: dict[str, Any], record: dict[str, Any]) -> bytes:
+    return encode(_SCHEMAS[schema["name"]], record)
+
+
+def _decode(schema: dict[str, Any], data: bytes) -> dict[str, Any]:
+    return decode(_SCHEMAS[schema["name"]], data)
+
+
+def send_command(bootstrap: str, app_id: str, command: Command) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(control_topic(app_id), key=command.id.encode(), value=_encode(COMMAND_SCHEMA, command.record()))
+    if producer.flush(30):
+        raise RuntimeError(f"the command was not delivered to {control_topic(app_id)} on {bootstrap}")
+
+
+def await_results(bootstrap: str, app_id: str, command_id: str, expected: set[str] | None, timeout: float,
+                  consumer=None) -> list[dict[str, Any]]:
+    """Results of command `command_id` until one from each of `expected` streamlets (None: wait the
+    whole timeout) or `timeout` seconds. Pass a `consumer` subscribed before the command was sent
+    to miss nothing; otherwise results are read from the beginning of the topic."""
+    from confluent_kafka import Consumer
+
+    own = consumer is None
+    if own:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"control-client-{uuid.uuid4().hex}",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe([results_topic(app_id)])
+    results: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and (expected is None or {r["streamlet"] for r in results} < expected
+                                                or not expected <= {r["streamlet"] for r in results}):
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error() or msg.key() != command_id.encode():
+                continue
+            results.append(_decode(RESULT_SCHEMA, msg.value()))
+    finally:
+        if own:
+            consumer.close()
+    return results
+
+
+def results_consumer(bootstrap: str, app_id: str):
+    """A consumer of the results topic positioned at its end (create it before sending)."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"control-client-{uuid.uuid4().hex}",
+                         "auto.offset.reset": "latest", "enable.auto.commit": False})
+    _assign_at_end(consumer, results_topic(app_id))
+    return consumer
+
+
+def _assign_at_end(consumer, topic: str, timeout: float = 30) -> None:
+    """Read every partition of `topic` from its current end: assigned directly, with no consumer
+    group to join or rebalance (a listener must not miss a command while a group settles)."""
+    from confluent_kafka import TopicPartition
+
+    metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+    if metadata is None or metadata.error is not None or not metadata.partitions:
+        raise RuntimeError(f"topic {topic} does not exist" + (f": {metadata.error}" if metadata and metadata.error else ""))
+    ends = []
+    for p in sorted(metadata.partitions):
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+        ends.append(TopicPartition(topic, p, high))
+    consumer.assign(ends)
+
+
+# --- listener -----------------------------------------------------------------------------------
+
+class ControlListener(threading.Thread):
+    """Reads the application's control topic and runs commands on the runtime's streamlets.
+
+    `actions(streamlet, command, args, command_id) -> Outcome` does the work (StreamletRuntime.control);
+    an exception becomes an `error` result with its message. Started by the runner and sandbox.
+    """
+
+    def __init__(self, bootstrap: str, app_id: str, streamlets: Callable[[], list[str]],
+                 actions: Callable[[str, str, dict[str, str], str], Outcome]) -> None:
+        super().__init__(name=f"control-{app_id}", daemon=True)
+        from confluent_kafka import Consumer, Producer
+
+        self.app_id, self.streamlets, self.actions = app_id, streamlets, actions
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{app_id}.control.{uuid.uuid4().hex}",
+                                  "auto.offset.reset": "latest", "enable.auto.commit": False})
+        self.producer = Producer({"bootstrap.servers": bootstrap})
+        self.ready = threading.Event()
+        self.stopping = threading.Event()
+        self.handled = 0
+
+    def run(self) -> None:
+        try:
+            _assign_at_end(self.consumer, control_topic(self.app_id))
+            self.ready.set()
+            while not self.stopping.is_set():
+                msg = self.consumer.poll(0.5)
+                if msg is None or msg.error():
+                    continue
+                try:
+                    command = _decode(COMMAND_SCHEMA, msg.value())
+                except Exception as e:  # a malformed command: nobody to answer, so say it in the log
+                    log.warning("control: malformed command at %s[%d]@%d: %s", msg.topic(), msg.partition(), msg.offset(), e)
+                    continue
+                self._handle(command)
+        finally:
+            self.ready.set()
+            self.consumer.close()
+            self.producer.flush(10)
+
+    def _handle(self, command: dict[str, Any]) -> None:
+        name = command["command"].replace("_", "-")
+        mine = self.streamlets()
+        targets = mine if command["target"] is None else [t for t in mine if t == command["target"]]
+        for streamlet in targets:
+            try:
+                outcome = self.actions(streamlet, name, dict(command["args"] or {}), command["id"])
+                result = {"status": "ok", "message": outcome.message, "location": outcome.location,
+                          "batch_ids": outcome.batch_ids}
+            except Exception as e:  # the command failed; the streamlet carries on
+                log.warning("control: %s on %s failed: %s", name, streamlet, e)
+                result = {"status": "error", "message": str(e).splitlines()[0] if str(e) else type(e).__name__,
+                          "location": None, "batch_ids": {}}
+            record = {"command_id": command["id"], "command": name, "streamlet": streamlet,
+                      "at": int(time.time() * 1000), **result}
+            self.producer.produce(results_topic(self.app_id), key=command["id"].encode(),
+                                  value=_encode(RESULT_SCHEMA, record))
+            self.producer.flush(10)
+            self.handled += 1
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(15)

@@ -1,0 +1,171 @@
+"""Restoring a streamlet from a savepoint: the compatibility check, then the copy.
+
+The check asks Spark itself. The savepoint is copied to a scratch folder with its last commit
+removed, and the new code is started on it as a dry run (every sink replaced by Spark's noop
+sink, trigger availableNow): Spark re-plans the last committed micro-batch against the saved
+state and refuses what it cannot restore across, with its own error classes:
+
+- STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA: stateful operators added, removed
+  or reordered;
+- STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE / STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE: the state's
+  key (grouping columns) or value (aggregates) changed (`spark.sql.streaming.stateStore.stateSchemaCheck`);
+- source errors: a source that is not the one the offsets were recorded for.
+
+Before that, two checks of our own: every query that holds state in the savepoint must still be
+started by the new code, and the Kafka topics the savepoint's offsets name must be the ones the
+new code's inlets read (a branch reads the same topics, or the offsets mean nothing).
+
+The dry run re-reads the input of that one micro-batch, so the savepoint's source data must
+still be retained (Kafka `retention.ms`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .runconfig import StreamletRunConfig
+from .savepoint import QUERIES, SavepointError, query_folders, source_offsets
+from .storage import join, storage_for
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@dataclass
+class RestoreCheck:
+    """What the check found: `problems` (refuse if any), `notes` (fine, worth saying)."""
+
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+_ERROR_CLASS = re.compile(r"\[([A-Z][A-Z0-9_]+)\]")
+_MEANING = {
+    "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA": "the stateful operators changed",
+    "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE": "the state's key schema (grouping or deduplication columns) changed",
+    "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE": "the state's value schema (aggregates or state fields) changed",
+}
+
+
+def explain_spark_error(text: str) -> str:
+    """Spark's error as one line: what changed, then Spark's own detail (advice to turn the check
+    off and the query dump left out)."""
+    classes = [c for c in _ERROR_CLASS.findall(text) if c != "STREAM_FAILED"]
+    detail = text.split("=== Streaming Query ===")[0]
+    detail = re.sub(r"Query \[id = [^\]]*\] terminated with exception: ", "", detail)
+    detail = " ".join(line.strip() for line in detail.splitlines()
+                      if line.strip() and not line.strip().startswith(("If you want to force", "However, please note")))
+    detail = re.sub(r"\s*SQLSTATE: \w+", "", detail)
+    meaning = next((_MEANING[c] for c in classes if c in _MEANING), None)
+    return f"{meaning}: {detail}" if meaning else detail
+
+
+def _kafka_topics(offsets: Any) -> set[str] | None:
+    if isinstance(offsets, dict) and offsets and all(isinstance(v, dict) for v in offsets.values()):
+        return set(offsets)
+    return None
+
+
+def check_sources(savepoint: dict[str, Any], run: StreamletRunConfig, inlets: list[str]) -> list[str]:
+    """Kafka topics in the savepoint's offsets that none of the new run's inlets reads."""
+    storage = storage_for(savepoint["path"])
+    reading = {run.topics[i] for i in inlets if i in run.topics}
+    problems = []
+    for q, entry in savepoint["queries"].items():
+        if entry.get("batch_id") is None:
+            continue
+        for offsets in source_offsets(storage, join(savepoint["path"], QUERIES, q), entry["batch_id"]):
+            topics = _kafka_topics(offsets)
+            for t in sorted((topics or set()) - reading):
+                problems.append(f"query {q!r}: the savepoint read Kafka topic {t!r}, which no inlet of the new run "
+                                f"reads (its inlets read {', '.join(sorted(reading)) or 'nothing'})")
+    return problems
+
+
+def check_restore(spark: "SparkSession", savepoint: dict[str, Any], cls: type, run: StreamletRunConfig,
+                  timeout: float = 300) -> RestoreCheck:
+    """Whether the streamlet `cls` with run config `run` can start from `savepoint`. Never raises
+    for incompatibilities: they are the result's problems."""
+    from .runner import StreamletRuntime, transport_for
+
+    result = RestoreCheck(problems=check_sources(savepoint, run, [p.name for p in cls.shape().inlets]))
+    if result.problems:
+        return result
+    src = storage_for(savepoint["path"], spark)
+    with tempfile.TemporaryDirectory(prefix="streamlets-restore-check-") as scratch:
+        for q, entry in savepoint["queries"].items():
+            folder = join(savepoint["path"], QUERIES, q)
+            for f in src.files(folder):
+                batch = entry.get("batch_id")
+                if batch is not None and f in (f"commits/{batch}", f"commits/.{batch}.crc"):
+                    continue  # uncommitted again: the dry run re-plans this batch against the state
+                src.copy_file(join(folder, f), join(scratch, q, f))
+        trial = run.model_copy(update={"checkpoint_root": scratch, "dry_run": True, "dead_letter_topic": None})
+        runtime = StreamletRuntime(spark, run.app_id, None, transport_for(trial))
+        try:
+            ctx = runtime.start_class(cls, trial)
+        except Exception as e:  # the new code fails before any batch: not restorable as it is
+            result.problems.append(f"the new code did not start: {explain_spark_error(str(e))}")
+            return result
+        try:
+            for q in runtime.queries():
+                try:
+                    q.awaitTermination(timeout)
+                except Exception:  # the query's failure; q.exception() has it
+                    pass
+                if q.exception() is not None:
+                    result.problems.append(f"query {q.name!r}: {explain_spark_error(str(q.exception()))}")
+                elif q.isActive:
+                    result.problems.append(f"query {q.name!r}: the dry run did not finish within {timeout:.0f} s")
+        finally:
+            runtime.stop(timeout=30)
+        started = {q.name.split(".", 1)[1] for q in ctx.queries}
+    for q, entry in savepoint["queries"].items():
+        if q not in started and entry.get("stateful"):
+            result.problems.append(f"query {q!r} holds state in the savepoint, but the new code starts no query "
+                                   f"named {q!r} (it starts {', '.join(sorted(started))}): its state would be lost")
+        elif q not in started:
+            result.notes.append(f"query {q!r} of the savepoint is not started by the new code")
+    for q in sorted(started - set(savepoint["queries"])):
+        result.notes.append(f"query {q!r} is new: it starts without a checkpoint")
+    return result
+
+
+def restore_savepoint(savepoint: dict[str, Any], run: StreamletRunConfig, *, branch: bool = False,
+                      replace: bool = False, spark: "SparkSession | None" = None) -> str | None:
+    """Copy the savepoint's query checkpoints into `run.checkpoint_root` (the streamlet must not
+    be running). Returns where the replaced checkpoints went, if any.
+
+    `branch`: give each query a new id (its checkpoint's `metadata`), so the copy can run next to
+    the original in the same Spark application (Spark stops a query whose id is already running).
+    `replace`: move existing checkpoints aside to `<checkpoint_root>.replaced-<savepoint id>`;
+    without it, existing checkpoints raise SavepointError.
+    """
+    src = storage_for(savepoint["path"], spark)
+    dst = storage_for(run.checkpoint_root, spark)
+    existing = query_folders(dst, run.checkpoint_root)
+    moved = None
+    if existing and not replace:
+        raise SavepointError(f"streamlet {run.streamlet!r} already has checkpoints in {run.checkpoint_root} "
+                             f"({', '.join(existing)}): restore into a fresh state folder, or replace them")
+    if existing:
+        moved = f"{run.checkpoint_root.rstrip('/')}.replaced-{savepoint['id']}"
+        dst.rename(run.checkpoint_root, moved)
+    queries = sorted(savepoint["queries"])
+    for q in queries:
+        folder, target = join(savepoint["path"], QUERIES, q), join(run.checkpoint_root, q)
+        for f in src.files(folder):
+            if not (branch and f in ("metadata", ".metadata.crc")):
+                src.copy_file(join(folder, f), join(target, f))
+        if branch:
+            dst.write_text(join(target, "metadata"), json.dumps({"id": str(uuid.uuid4())}) + "\n")
+    return moved

@@ -1,0 +1,260 @@
+"""Savepoints: consistent copies of a streamlet's query checkpoints, kept until disposed.
+
+Spark has no savepoint API; a query's checkpoint is a set of logs keyed by batch id. A savepoint
+copies, for each query of the streamlet (each `<checkpoint_root>/<query>` folder), the prefix that
+is consistent as of its last committed micro-batch N (`commits/N`):
+
+- `metadata` (the query id), `offsets/0..N`, `commits/0..N`, source logs `sources/*/0..N`;
+- state store files of versions up to N + 1 (batch N commits state version N + 1): HDFS-backed
+  `<v>.delta` / `<v>.snapshot`, RocksDB `<v>.zip` / `<v>.changelog` and `SSTs/`, and every
+  `_metadata` (operator metadata and state schemas);
+- the dead-letter ledger.
+
+Files of a running query's next batch (`offsets/N+1`, state version N + 2) are left out, so a
+savepoint can be taken while the streamlet runs. Layout:
+
+    <root>/<app>/<streamlet>/<savepoint id>/_savepoint.json     the manifest (written last)
+    <root>/<app>/<streamlet>/<savepoint id>/queries/<query>/...  the checkpoint copies
+
+The root is a local folder or any Hadoop file system URI (see streamlets.storage).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import inspect
+import json
+import re
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from .storage import Storage, join, storage_for
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+MANIFEST = "_savepoint.json"
+MANIFEST_VERSION = 1
+QUERIES = "queries"
+_BATCH_LOG = re.compile(r"^\.?(\d+)(\.compact)?(\.crc)?$")
+_STATE_FILE = re.compile(r"^\.?(\d+)(_[0-9a-fA-F-]+)?\.(delta|snapshot|zip|changelog)(\.crc)?$")
+
+
+class SavepointError(Exception):
+    """A savepoint cannot be taken, read, restored or disposed; the message says which and why."""
+
+
+# --- checkpoints --------------------------------------------------------------------------------
+
+def query_folders(storage: Storage, checkpoint_root: str) -> list[str]:
+    """Names of the query checkpoints under a streamlet's checkpoint root (folders with `metadata`)."""
+    return [q for q in storage.children(checkpoint_root) if storage.exists(join(checkpoint_root, q, "metadata"))]
+
+
+def committed_batches(storage: Storage, checkpoint: str) -> list[int]:
+    """Batch ids with a commit file (`commits/N`), ascending."""
+    return sorted(int(n) for n in storage.children(join(checkpoint, "commits")) if n.isdigit())
+
+
+def query_id(storage: Storage, checkpoint: str) -> str | None:
+    try:
+        return json.loads(storage.read_text(join(checkpoint, "metadata"))).get("id")
+    except (OSError, ValueError):
+        return None
+
+
+def pinned_conf(storage: Storage, checkpoint: str, batch: int) -> dict[str, str]:
+    """The session settings Spark pinned in `offsets/N` (shuffle partitions = state partitions,
+    state store provider, format versions): they override the session's on restart."""
+    lines = storage.read_text(join(checkpoint, "offsets", str(batch))).splitlines()
+    try:
+        return dict(json.loads(lines[1]).get("conf") or {})
+    except (IndexError, ValueError):
+        return {}
+
+
+def source_offsets(storage: Storage, checkpoint: str, batch: int) -> list[Any]:
+    """The end offsets of each source in batch N (`offsets/N` after the version and metadata
+    lines): for Kafka a {topic: {partition: offset}} mapping."""
+    lines = storage.read_text(join(checkpoint, "offsets", str(batch))).splitlines()[2:]
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            out.append(line)
+    return out
+
+
+def keep_in_savepoint(relative: str, batch: int) -> bool:
+    """Whether a checkpoint file (path relative to the query folder) belongs to the copy that is
+    consistent as of committed batch `batch`."""
+    parts = relative.split("/")
+    name = parts[-1]
+    if name.endswith(".tmp") or name.startswith(".") and name.endswith(".tmp.crc"):
+        return False  # a file being written
+    if parts[0] in ("offsets", "commits") or (parts[0] == "sources" and len(parts) == 3):
+        m = _BATCH_LOG.match(name)
+        return m is None or int(m.group(1)) <= batch
+    if parts[0] == "state" and "_metadata" not in parts:
+        m = _STATE_FILE.match(name)
+        return m is None or int(m.group(1)) <= batch + 1
+    return True
+
+
+# --- manifest -----------------------------------------------------------------------------------
+
+def code_version(cls: type) -> str:
+    """The streamlet's code version: its class's `code_version` attribute if set, else the first
+    12 hex digits of the SHA-256 of its module's source."""
+    explicit = getattr(cls, "code_version", None)
+    if isinstance(explicit, str) and explicit:
+        return explicit
+    try:
+        source = inspect.getsource(inspect.getmodule(cls))
+    except (OSError, TypeError):
+        source = cls.__qualname__
+    return hashlib.sha256(source.encode()).hexdigest()[:12]
+
+
+def schema_fingerprints(cls: type) -> dict[str, str]:
+    """Port name -> the CRC-64-AVRO fingerprint (hex) of its schema."""
+    shape = cls.shape()
+    return {p.name: str(p.schema.fingerprint) for p in (*shape.inlets, *shape.outlets)}
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def new_savepoint_id(when: dt.datetime | None = None) -> str:
+    """`sp-YYYYMMDDTHHMMSSZ-xxxxxx`: sorts by time, unique."""
+    return f"sp-{(when or _now()).strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:6]}"
+
+
+# --- take ---------------------------------------------------------------------------------------
+
+def take_savepoint(checkpoint_root: str, savepoint_root: str, *, app_id: str, streamlet: str, cls: type,
+                   reason: str = "manual", spark: "SparkSession | None" = None, attempts: int = 3) -> dict[str, Any]:
+    """Copy the streamlet's query checkpoints, each as of its last committed micro-batch, to
+    `<savepoint_root>/<app_id>/<streamlet>/<id>/` and write the manifest; returns it (with "path").
+
+    Works on a running streamlet: only committed batches are copied. A state file that Spark's
+    maintenance deletes during the copy (`spark.sql.streaming.minBatchesToRetain`) makes the copy
+    start again (up to `attempts` times). Raises SavepointError if the checkpoint root holds no
+    query checkpoint or the copy keeps failing.
+    """
+    import pyspark
+
+    src = storage_for(checkpoint_root, spark)
+    dst = storage_for(savepoint_root, spark)
+    queries = query_folders(src, checkpoint_root)
+    if not queries:
+        raise SavepointError(f"streamlet {streamlet!r}: no query checkpoint under {checkpoint_root} "
+                             "(has the streamlet run?)")
+    sp_id = new_savepoint_id()
+    target = join(savepoint_root, app_id, streamlet, sp_id)
+    partial = target + ".inprogress"
+    entries: dict[str, Any] = {}
+    for attempt in range(1, attempts + 1):
+        dst.delete(partial)
+        try:
+            for q in queries:
+                entries[q] = _copy_query(src, dst, join(checkpoint_root, q), join(partial, QUERIES, q))
+            break
+        except FileNotFoundError as e:
+            if attempt == attempts:
+                raise SavepointError(f"streamlet {streamlet!r}: checkpoint files kept disappearing while "
+                                     f"copying ({e}); is another process cleaning {checkpoint_root}?") from None
+    manifest = {
+        "version": MANIFEST_VERSION,
+        "id": sp_id,
+        "app_id": app_id,
+        "streamlet": streamlet,
+        "class_name": f"{cls.__module__}.{cls.__qualname__}",
+        "code_version": code_version(cls),
+        "schema_fingerprints": schema_fingerprints(cls),
+        "spark_version": pyspark.__version__,
+        "created_at": _now().isoformat(timespec="seconds"),
+        "reason": reason,
+        "checkpoint_root": checkpoint_root,
+        "queries": entries,
+    }
+    dst.write_text(join(partial, MANIFEST), json.dumps(manifest, indent=2, sort_keys=True))
+    dst.rename(partial, target)  # complete savepoints only ever appear whole
+    return {**manifest, "path": target}
+
+
+def _copy_query(src: Storage, dst: Storage, checkpoint: str, target: str) -> dict[str, Any]:
+    batches = committed_batches(src, checkpoint)
+    batch = batches[-1] if batches else -1
+    files = [f for f in src.files(checkpoint) if keep_in_savepoint(f, batch)]
+    for f in files:
+        src.copy_file(join(checkpoint, f), join(target, f))
+    return {"batch_id": batch if batches else None, "query_id": query_id(src, checkpoint),
+            "files": len(files), "stateful": any(f.startswith("state/") for f in files),
+            "pinned_conf": pinned_conf(src, checkpoint, batch) if batches else {}}
+
+
+# --- list, inspect, dispose ---------------------------------------------------------------------
+
+def read_savepoint(path: str, spark: "SparkSession | None" = None) -> dict[str, Any]:
+    """The manifest of the savepoint at `path` (with "path"); SavepointError if there is none."""
+    storage = storage_for(path, spark)
+    try:
+        manifest = json.loads(storage.read_text(join(path, MANIFEST)))
+    except (OSError, ValueError) as e:
+        raise SavepointError(f"{path} is not a savepoint: cannot read {MANIFEST} ({e})") from None
+    return {**manifest, "path": str(path).rstrip("/")}
+
+
+def list_savepoints(root: str, app_id: str | None = None, streamlet: str | None = None,
+                    spark: "SparkSession | None" = None) -> list[dict[str, Any]]:
+    """Complete savepoints under `root`, oldest first, optionally of one application or streamlet."""
+    storage = storage_for(root, spark)
+    out = []
+    for app in [app_id] if app_id else storage.children(root):
+        for s in [streamlet] if streamlet else storage.children(join(root, app)):
+            for sp in storage.children(join(root, app, s)):
+                if storage.exists(join(root, app, s, sp, MANIFEST)):
+                    out.append(read_savepoint(join(root, app, s, sp), spark))
+    return sorted(out, key=lambda m: (m["created_at"], m["id"]))
+
+
+def resolve_savepoint(ref: str, root: str | None, spark: "SparkSession | None" = None) -> dict[str, Any]:
+    """A savepoint named by its path, or by its id under `root`."""
+    storage = storage_for(ref if root is None else root, spark)
+    if storage.exists(join(ref, MANIFEST)):
+        return read_savepoint(ref, spark)
+    if root is not None:
+        matches = [m for m in list_savepoints(root, spark=spark) if m["id"] == ref]
+        if len(matches) == 1:
+            return matches[0]
+    raise SavepointError(f"no savepoint {ref!r}" + (f" under {root}" if root else "") +
+                         " (give its path or its id; `savepoint list` shows them)")
+
+
+def dispose_savepoint(path: str, spark: "SparkSession | None" = None) -> None:
+    """Delete a savepoint (its manifest first, so a half-deleted one is never listed)."""
+    read_savepoint(path, spark)
+    storage = storage_for(path, spark)
+    storage.delete(join(path, MANIFEST))
+    storage.delete(path)
+
+
+def prune_savepoints(root: str, app_id: str, streamlet: str, *, keep: int | None = None,
+                     max_age_seconds: float | None = None, spark: "SparkSession | None" = None) -> list[str]:
+    """Dispose of the oldest savepoints beyond `keep` and those older than `max_age_seconds`
+    (the newest one is always kept); returns the disposed paths."""
+    savepoints = list_savepoints(root, app_id, streamlet, spark)
+    doomed = set()
+    if keep is not None and len(savepoints) > keep:
+        doomed |= {m["path"] for m in savepoints[:len(savepoints) - keep]}
+    if max_age_seconds is not None:
+        now = _now()
+        doomed |= {m["path"] for m in savepoints[:-1]
+                   if (now - dt.datetime.fromisoformat(m["created_at"])).total_seconds() > max_age_seconds}
+    for path in sorted(doomed):
+        dispose_savepoint(path, spark)
+    return sorted(doomed)

@@ -1,0 +1,409 @@
+"""State export: the state of one Structured Streaming checkpoint as files (JSON Lines, Parquet, CSV).
+
+Reads with Spark's own state data sources (Spark 4.0): `state-metadata` lists a checkpoint's
+stateful operators and `statestore` reads one operator's store as it was after a committed batch.
+Key and value structs are flattened one level into `key_<field>` / `value_<field>` columns.
+
+    export_state(spark, "/ckpt/delay-stats", "/exports/delay-stats-42")   # last committed batch
+    read_export(spark, "/exports/delay-stats-42").show()
+
+The value fields are the operator's state, not the query's output: a streaming aggregation keeps
+its aggregation buffers, named after the aggregate (`count`, `sum`, `max`; `avg` keeps `sum` and
+`count`), not after the output aliases. Paths are local folders (a savepoint's
+`queries/<query>` folders included); callers loop over a savepoint's queries themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType
+
+FORMATS = ("jsonl", "parquet", "csv")
+MANIFEST = "_export.json"
+MANIFEST_VERSION = 1
+# Timestamps as ISO-8601 text in UTC with microseconds, so JSON/CSV files do not depend on the
+# session time zone and lose no precision (Spark's default text format stops at milliseconds).
+_TEXT_OPTIONS = {
+    "timeZone": "UTC",
+    "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
+    "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
+}
+# RFC 4180 quoting (a quote inside a field is doubled): Spark's CSV default escapes it with a
+# backslash, which Python's csv, pandas and spreadsheets misread in the JSON text of struct columns.
+_CSV_OPTIONS = {**_TEXT_OPTIONS, "escape": '"'}
+
+
+class StateExportError(Exception):
+    """State cannot be exported or read back; the message names the path, batch or operator and
+    says what to do."""
+
+
+# --- checkpoint files ---------------------------------------------------------------------------
+
+def _checkpoint_dir(checkpoint: str | Path) -> Path:
+    path = Path(checkpoint).expanduser().resolve()
+    if not (path / "metadata").is_file() or not (path / "offsets").is_dir():
+        raise StateExportError(
+            f"{path} is not a Structured Streaming checkpoint (no metadata file or offsets/ folder); "
+            "pass the folder a query used as its checkpointLocation"
+        )
+    return path
+
+
+def _numbered(folder: Path) -> list[int]:
+    """Batch ids named by a log folder's files, ascending (skips `.N.crc` and temp files)."""
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
+
+
+def last_committed_batch(checkpoint: str | Path) -> int | None:
+    """The id of the checkpoint's last committed micro-batch (highest `commits/N`), or None if no
+    batch has committed yet.
+
+    Local paths only. Raises StateExportError if `checkpoint` is not a query checkpoint folder
+    (no `metadata` file or `offsets/` folder).
+    """
+    committed = _numbered(_checkpoint_dir(checkpoint) / "commits")
+    return committed[-1] if committed else None
+
+
+def _committed_batch(path: Path, batch_id: int | None) -> int:
+    """`batch_id` (default: the last committed one) after checking that it is still committed."""
+    committed = _numbered(path / "commits")
+    if not committed:
+        raise StateExportError(f"{path}: no committed batch yet (commits/ is empty); let the query finish a batch first")
+    if batch_id is None:
+        return committed[-1]
+    if batch_id in committed:
+        return batch_id
+    if batch_id > committed[-1]:
+        raise StateExportError(
+            f"{path}: batch {batch_id} is not committed (committed batches: {committed[0]}..{committed[-1]}); "
+            "choose one of those"
+        )
+    raise StateExportError(
+        f"{path}: batch {batch_id} is no longer retained (oldest kept: {committed[0]}); Spark keeps the last "
+        "spark.sql.streaming.minBatchesToRetain batches (default 100), raise it on the query to keep more"
+    )
+
+
+def _query_id(path: Path) -> str | None:
+    # `metadata` is one JSON line written when the query first started: {"id": "<uuid>"}.
+    lines = (path / "metadata").read_text().splitlines()
+    return json.loads(lines[0]).get("id") if lines else None
+
+
+# --- reading state ------------------------------------------------------------------------------
+
+def stateful_operators(spark: "SparkSession", checkpoint: str | Path) -> list[dict[str, Any]]:
+    """The checkpoint's stateful operators, one dict per state store, from Spark's `state-metadata`
+    data source (which reads `state/<operatorId>/_metadata`), ordered by operator id and store:
+
+        {"operator_id": int, "operator_name": str (e.g. "stateStoreSave", "dedupe"),
+         "store_name": str ("default" except for joins), "partitions": int,
+         "min_batch_id": int, "max_batch_id": int}   # range of batch ids in commits/
+
+    Returns [] for a stateless query (no `state/` folder). Raises StateExportError if the path is
+    not a checkpoint, or if `state/` has operator folders whose metadata Spark cannot read
+    (Spark then lists no operator at all and only logs a warning).
+    """
+    path = _checkpoint_dir(checkpoint)
+    state = path / "state"
+    if not (state.is_dir() and any(p.name.isdigit() for p in state.iterdir())):
+        return []  # stateless: skip a Spark job that would only log "Failed to find operator metadata"
+    rows = spark.read.format("state-metadata").load(str(path)).orderBy("operatorId", "stateStoreName").collect()
+    if not rows:
+        raise StateExportError(
+            f"{path}/state has operator folders but Spark cannot read their metadata (state/<id>/_metadata); "
+            "a folder without it (written by an older Spark, or by hand) hides every operator - "
+            "see the warning 'Failed to find operator metadata' in the Spark log"
+        )
+    return [
+        {"operator_id": r.operatorId, "operator_name": r.operatorName, "store_name": r.stateStoreName,
+         "partitions": r.numPartitions, "min_batch_id": r.minBatchId, "max_batch_id": r.maxBatchId}
+        for r in rows
+    ]
+
+
+def _operator(spark: "SparkSession", path: Path, operator_id: int, store_name: str) -> dict[str, Any]:
+    # Checked before reading: for an unknown operator or store the `statestore` source creates empty
+    # state/<op>/<partition>/<store> folders in the checkpoint, which then hide it from state-metadata.
+    ops = stateful_operators(spark, path)
+    for op in ops:
+        if op["operator_id"] == operator_id and op["store_name"] == store_name:
+            return op
+    known = ", ".join(f"{o['operator_id']}/{o['store_name']}" for o in ops) or "none (stateless query)"
+    raise StateExportError(f"{path}: no state store {operator_id}/{store_name!r}; stateful operator/store: {known}")
+
+
+def _read_raw(spark: "SparkSession", path: Path, operator_id: int, store_name: str, batch: int) -> "DataFrame":
+    """Spark's `statestore` rows: key (struct), value (struct), partition_id (int)."""
+    return (spark.read.format("statestore").option("batchId", batch).option("operatorId", operator_id)
+            .option("storeName", store_name).load(str(path)))
+
+
+def _flatten(raw: "DataFrame") -> "DataFrame":
+    """key/value struct fields as top-level `key_<field>` / `value_<field>` columns, then partition_id."""
+    from pyspark.sql.types import NullType, StructType
+
+    cols = []
+    for side in ("key", "value"):
+        dtype = raw.schema[side].dataType
+        if not isinstance(dtype, StructType):
+            cols.append(raw[side])
+            continue
+        # void fields (dropDuplicates keeps value {__dummy__: null}) hold nothing, and no file format stores them
+        cols += [raw[side].getField(f.name).alias(f"{side}_{f.name}")
+                 for f in dtype.fields if not isinstance(f.dataType, NullType)]
+    return raw.select(*cols, raw["partition_id"])
+
+
+def read_state(
+    spark: "SparkSession",
+    checkpoint: str | Path,
+    operator_id: int = 0,
+    store_name: str = "default",
+    batch_id: int | None = None,
+) -> "DataFrame":
+    """One state store as it was after committing batch `batch_id` (default: the last committed).
+
+    Columns: `key_<field>` for each field of the store's key struct, `value_<field>` for each field
+    of its value struct (nested structs stay structs), then `partition_id` (int, the state store
+    partition, 0..spark.sql.shuffle.partitions-1 of the query's first run). For a
+    `groupBy("k").agg(count("*"), sum("v"))`: key_k, value_count, value_sum, partition_id.
+
+    Reads through Spark's `statestore` data source; the DataFrame is lazy. Raises StateExportError
+    if the path is not a checkpoint, the batch is not committed or no longer retained
+    (spark.sql.streaming.minBatchesToRetain), or the operator/store does not exist. State files
+    missing although the batch is committed surface on the first action, as Spark's
+    CANNOT_LOAD_STATE_STORE error.
+    """
+    path = _checkpoint_dir(checkpoint)
+    batch = _committed_batch(path, batch_id)
+    _operator(spark, path, operator_id, store_name)
+    return _flatten(_read_raw(spark, path, operator_id, store_name, batch))
+
+
+# --- CSV: complex columns as text ---------------------------------------------------------------
+
+def _csv_text_type(dtype: "DataType") -> str | None:
+    """How a column is stored in CSV, which holds only flat values: "json", "base64" or None (as is)."""
+    from pyspark.sql.types import ArrayType, BinaryType, MapType, StructType
+
+    if isinstance(dtype, (StructType, ArrayType, MapType)):
+        return "json"
+    return "base64" if isinstance(dtype, BinaryType) else None
+
+
+def _to_csv_columns(df: "DataFrame") -> "DataFrame":
+    from pyspark.sql import functions as F
+
+    def encode(name: str, dtype: "DataType") -> "Column":
+        kind = _csv_text_type(dtype)
+        col = df[name]
+        if kind == "json":
+            col = F.to_json(col, _TEXT_OPTIONS)
+        elif kind == "base64":
+            col = F.base64(col)
+        return col.alias(name)
+
+    return df.select(*(encode(f.name, f.dataType) for f in df.schema.fields))
+
+
+def _read_csv(spark: "SparkSession", where: str, schema: Any) -> "DataFrame":
+    """CSV written by _to_csv_columns, decoded back to `schema`'s types."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    text = StructType([StructField(f.name, StringType() if _csv_text_type(f.dataType) else f.dataType)
+                       for f in schema.fields])
+    df = spark.read.schema(text).options(**_CSV_OPTIONS).csv(where, header=True)
+
+    def decode(name: str, dtype: "DataType") -> "Column":
+        kind = _csv_text_type(dtype)
+        col = df[name]
+        if kind == "json":
+            col = F.from_json(col, dtype, _TEXT_OPTIONS)
+        elif kind == "base64":
+            col = F.unbase64(col)
+        return col.alias(name)
+
+    return df.select(*(decode(f.name, f.dataType) for f in schema.fields))
+
+
+# --- export -------------------------------------------------------------------------------------
+
+def _write(table: "DataFrame", dest: Path, fmt: str) -> None:
+    if fmt == "parquet":
+        table.write.parquet(str(dest))
+    elif fmt == "jsonl":  # Spark's JSON writer writes JSON Lines; keep nulls so every line has every column
+        table.write.options(**_TEXT_OPTIONS).option("ignoreNullFields", False).json(str(dest))
+    else:
+        _to_csv_columns(table).write.options(**_CSV_OPTIONS).csv(str(dest), header=True)
+
+
+def _export_store(
+    spark: "SparkSession", path: Path, batch: int, op: dict[str, Any], out: Path, fmt: str
+) -> dict[str, Any]:
+    """Write one store to `out/op-<id>-<store>/` and return its manifest entry."""
+    raw = _read_raw(spark, path, op["operator_id"], op["store_name"], batch)
+    table = _flatten(raw)
+    rel = f"op-{op['operator_id']}-{op['store_name']}"
+    try:
+        rows = table.count()  # loads every partition's state: missing state files fail here, before writing
+        _write(table, out / rel, fmt)
+    except Exception as e:  # pyspark's captured exceptions or Py4JJavaError; only the message tells them apart
+        if "CANNOT_LOAD_STATE_STORE" in str(e):
+            raise StateExportError(
+                f"{path}: state files of operator {op['operator_id']}/{op['store_name']} for batch {batch} are gone; "
+                "Spark deletes those older than the last spark.sql.streaming.minBatchesToRetain batches - "
+                "export a later batch"
+            ) from e
+        raise
+    return {
+        "operator_id": op["operator_id"], "operator_name": op["operator_name"], "store_name": op["store_name"],
+        "partitions": op["partitions"], "rows": rows, "path": rel,
+        "key_schema": raw.schema["key"].dataType.simpleString(),
+        "value_schema": raw.schema["value"].dataType.simpleString(),
+        "columns": table.columns,
+        "schema": table.schema.jsonValue(),  # read_export reads JSON and CSV back with it, so types round-trip
+    }
+
+
+def export_state(
+    spark: "SparkSession",
+    checkpoint: str | Path,
+    out_dir: str | Path,
+    fmt: str = "jsonl",
+    batch_id: int | None = None,
+    operators: list[int] | None = None,
+) -> dict[str, Any]:
+    """Write every state store of the checkpoint (or of `operators`, a list of operator ids) as it
+    was after committing batch `batch_id` (default: the last committed) to `out_dir`, and return
+    the manifest, also written to `out_dir/_export.json` (last, so its presence marks a complete export):
+
+        {"version": 1, "checkpoint": abs path, "batch_id": int, "format": fmt,
+         "spark_version": str, "created_at": UTC ISO-8601 (seconds), "query_id": id in `metadata`,
+         "operators": [{"operator_id", "operator_name", "store_name", "partitions", "rows",
+                        "path": "op-<id>-<store>" (relative to out_dir), "key_schema", "value_schema"
+                        (Spark simpleString of the raw key/value structs), "columns": [names],
+                        "schema": the exported columns' Spark schema (StructType JSON)}]}
+
+    Each store goes to `out_dir/op-<id>-<store>/` with read_state's columns, as Spark part files:
+    fmt "jsonl" (DataFrameWriter.json: one JSON object per line), "parquet", or "csv" (with a
+    header; struct, array and map columns as JSON text, binary as base64). JSON and CSV write
+    timestamps as ISO-8601 text in UTC with microseconds (e.g. 2024-01-03T10:00:00.000000Z).
+    `out_dir` is a local folder that must not exist or be empty.
+
+    Raises StateExportError for an unknown format, a non-empty `out_dir`, a path that is not a
+    checkpoint, no committed batch, a batch that is not committed or no longer retained
+    (spark.sql.streaming.minBatchesToRetain, which also bounds state files), unknown operator ids,
+    or a stateless query.
+    """
+    import pyspark
+
+    if fmt not in FORMATS:
+        raise StateExportError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
+    out = Path(out_dir).expanduser().resolve()
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise StateExportError(f"{out} already exists and is not empty; choose a new folder for the export")
+    path = _checkpoint_dir(checkpoint)
+    batch = _committed_batch(path, batch_id)
+    ops = stateful_operators(spark, path)
+    if not ops:
+        raise StateExportError(
+            f"{path}: the query is stateless (no stateful operators under state/), there is no state to export"
+        )
+    if operators is not None:
+        known = sorted({o["operator_id"] for o in ops})
+        unknown = sorted(set(operators) - set(known))
+        if unknown:
+            raise StateExportError(f"{path}: no stateful operator {unknown}; its stateful operators: {known}")
+        ops = [o for o in ops if o["operator_id"] in operators]
+
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "version": MANIFEST_VERSION, "checkpoint": str(path), "batch_id": batch, "format": fmt,
+        "spark_version": pyspark.__version__,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "query_id": _query_id(path),
+        "operators": [_export_store(spark, path, batch, op, out, fmt) for op in ops],
+    }
+    tmp = out / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    os.replace(tmp, out / MANIFEST)
+    return manifest
+
+
+def read_export(
+    spark: "SparkSession",
+    export_dir: str | Path,
+    operator_id: int = 0,
+    store_name: str | None = None,
+) -> "DataFrame":
+    """One state store of an export made by export_state, with the columns and types read_state
+    gave (JSON and CSV are read with the schema in the manifest; CSV's JSON/base64 text is decoded).
+
+    `store_name` is needed only when the operator has several stores (stream-stream joins).
+    Raises StateExportError if `export_dir` has no `_export.json` (not an export, or an
+    unfinished one) or does not hold that operator/store.
+    """
+    from pyspark.sql.types import StructType
+
+    root = Path(export_dir).expanduser().resolve()
+    if not (root / MANIFEST).is_file():
+        raise StateExportError(f"{root} has no {MANIFEST}: not a finished state export; export again into a new folder")
+    manifest = json.loads((root / MANIFEST).read_text())
+    if manifest.get("version") != MANIFEST_VERSION:
+        raise StateExportError(f"{root}/{MANIFEST}: manifest version {manifest.get('version')} is not {MANIFEST_VERSION}")
+    found = [e for e in manifest["operators"]
+             if e["operator_id"] == operator_id and store_name in (None, e["store_name"])]
+    if len(found) != 1:
+        stores = ", ".join(f"{e['operator_id']}/{e['store_name']}" for e in manifest["operators"])
+        what = "several stores; pass store_name" if found else "no such operator/store"
+        wanted = f"{operator_id}/{store_name}" if store_name else str(operator_id)
+        raise StateExportError(f"{root}: operator {wanted}: {what} (export has {stores})")
+    entry = found[0]
+    where, schema = str(root / entry["path"]), StructType.fromJson(entry["schema"])
+    fmt = manifest["format"]
+    if fmt == "parquet":
+        df = spark.read.parquet(where)
+    elif fmt == "jsonl":
+        df = spark.read.schema(schema).options(**_TEXT_OPTIONS).json(where)
+    else:
+        df = _read_csv(spark, where, schema)
+    return df.select(*(df[c] for c in entry["columns"]))
+
+
+def read_export_stream(
+    spark: "SparkSession",
+    export_dir: str | Path,
+    operator_id: int = 0,
+    store_name: str | None = None,
+) -> "DataFrame":
+    """One state store of a JSON Lines or Parquet export as a *streaming* DataFrame (Spark's file
+    source, with the manifest's schema), for a query that folds imported state into its own:
+    union it with the query's input, and the file source reads the export once (its log in the
+    checkpoint remembers it on restarts). Same columns as read_export. Raises StateExportError
+    for a CSV export (export as jsonl or parquet) and as read_export does."""
+    from pyspark.sql.types import StructType
+
+    read_export(spark, export_dir, operator_id, store_name)  # the same checks, once
+    root = Path(export_dir).expanduser().resolve()
+    manifest = json.loads((root / MANIFEST).read_text())
+    (entry,) = [e for e in manifest["operators"] if e["operator_id"] == operator_id and store_name in (None, e["store_name"])]
+    schema = StructType.fromJson(entry["schema"])
+    where = str(root / entry["path"])
+    if manifest["format"] == "parquet":
+        df = spark.readStream.schema(schema).parquet(where)
+    elif manifest["format"] == "jsonl":
+        df = spark.readStream.schema(schema).options(**_TEXT_OPTIONS).json(where)
+    else:
+        raise StateExportError(f"{root}: a {manifest['format']} export cannot be read as a stream; export as jsonl or parquet")
+    return df.select(*(df[c] for c in entry["columns"]))

@@ -1,0 +1,155 @@
+"""Files of checkpoints and savepoints, on the local disk or on any Hadoop file system.
+
+A plain path or a `file:` URI is handled in Python. Any other scheme (s3a://, abfss://, hdfs://,
+gs://) goes through Hadoop's FileSystem API in the JVM of a SparkSession, so it takes the same
+settings as Spark's checkpoints (`spark.hadoop.fs.s3a.*`, `spark.hadoop.fs.azure.*`, ...).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator, Protocol
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class Storage(Protocol):
+    """Paths are '/'-separated strings relative to nothing: what the caller passes in."""
+
+    def exists(self, path: str) -> bool: ...
+    def files(self, root: str) -> Iterator[str]: ...  # relative paths of every file under root
+    def children(self, path: str) -> list[str]: ...  # names of entries directly in a folder
+    def read_text(self, path: str) -> str: ...
+    def write_text(self, path: str, text: str) -> None: ...
+    def copy_file(self, src: str, dst: str) -> None: ...
+    def rename(self, src: str, dst: str) -> None: ...
+    def delete(self, path: str) -> None: ...  # a file or a folder, recursively; missing is fine
+
+
+def is_local(path: str) -> bool:
+    return "://" not in str(path) or str(path).startswith("file:")
+
+
+def local_path(path: str) -> Path:
+    text = str(path)
+    return Path(text[len("file://"):] if text.startswith("file://") else text[len("file:"):] if text.startswith("file:") else text)
+
+
+class LocalStorage:
+    def exists(self, path: str) -> bool:
+        return local_path(path).exists()
+
+    def files(self, root: str) -> Iterator[str]:
+        base = local_path(root)
+        for folder, _, names in os.walk(base):
+            for name in names:
+                yield (Path(folder) / name).relative_to(base).as_posix()
+
+    def children(self, path: str) -> list[str]:
+        p = local_path(path)
+        return sorted(c.name for c in p.iterdir()) if p.is_dir() else []
+
+    def read_text(self, path: str) -> str:
+        return local_path(path).read_text()
+
+    def write_text(self, path: str, text: str) -> None:
+        p = local_path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(f".{p.name}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, p)
+
+    def copy_file(self, src: str, dst: str) -> None:
+        d = local_path(dst)
+        d.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(local_path(src), d)
+
+    def rename(self, src: str, dst: str) -> None:
+        local_path(dst).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(local_path(src), local_path(dst))
+
+    def delete(self, path: str) -> None:
+        p = local_path(path)
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+
+
+class HadoopStorage:
+    """Hadoop's FileSystem through py4j (the session's Hadoop configuration)."""
+
+    def __init__(self, spark: "SparkSession") -> None:
+        self.jvm = spark.sparkContext._jvm
+        self.conf = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def _fs(self, path: str):
+        p = self.jvm.org.apache.hadoop.fs.Path(path)
+        return p.getFileSystem(self.conf), p
+
+    def exists(self, path: str) -> bool:
+        fs, p = self._fs(path)
+        return fs.exists(p)
+
+    def files(self, root: str) -> Iterator[str]:
+        fs, base = self._fs(root)
+        prefix = fs.makeQualified(base).toString().rstrip("/") + "/"
+        it = fs.listFiles(base, True)
+        while it.hasNext():
+            yield it.next().getPath().toString()[len(prefix):]
+
+    def children(self, path: str) -> list[str]:
+        fs, p = self._fs(path)
+        if not fs.exists(p):
+            return []
+        return sorted(s.getPath().getName() for s in fs.listStatus(p))
+
+    def read_text(self, path: str) -> str:
+        fs, p = self._fs(path)
+        stream = fs.open(p)
+        try:
+            return bytes(self.jvm.org.apache.commons.io.IOUtils.toByteArray(stream)).decode()
+        finally:
+            stream.close()
+
+    def write_text(self, path: str, text: str) -> None:
+        fs, p = self._fs(path)
+        out = fs.create(p, True)
+        try:
+            out.write(bytearray(text.encode()))
+        finally:
+            out.close()
+
+    def copy_file(self, src: str, dst: str) -> None:
+        sfs, s = self._fs(src)
+        dfs, d = self._fs(dst)
+        self.jvm.org.apache.hadoop.fs.FileUtil.copy(sfs, s, dfs, d, False, True, self.conf)
+
+    def rename(self, src: str, dst: str) -> None:
+        fs, s = self._fs(src)
+        _, d = self._fs(dst)
+        fs.mkdirs(d.getParent())
+        if not fs.rename(s, d):
+            raise OSError(f"cannot rename {src} to {dst}")
+
+    def delete(self, path: str) -> None:
+        fs, p = self._fs(path)
+        fs.delete(p, True)
+
+
+def storage_for(path: str, spark: "SparkSession | None" = None) -> Storage:
+    """LocalStorage for local paths; HadoopStorage (needs `spark`) for any other scheme."""
+    if is_local(path):
+        return LocalStorage()
+    if spark is None:
+        from .spark_session import build_spark_session
+
+        spark = build_spark_session("streamlets-storage", master="local[1]")
+    return HadoopStorage(spark)
+
+
+def join(base: str, *parts: str) -> str:
+    return "/".join([str(base).rstrip("/"), *(p.strip("/") for p in parts if p)])
