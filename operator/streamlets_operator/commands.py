@@ -1,0 +1,87 @@
+"""Control-stream commands sent by the operator for an application (streamlets.control).
+
+Users ask through the annotation `commands.streamlets.io/request` (JSON: id, command, target,
+args; `kubectl streamlets savepoint|state` write it); the operator also sends savepoints itself
+(periodic, and before an upgrade in upgrade mode `savepoint`). Results become status entries:
+`status.commands` (every result) and `status.savepoints` (savepoints taken), newest last.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import uuid
+from typing import Any
+
+REQUEST_ANNOTATION = "commands.streamlets.io/request"
+TIMEOUT = float(os.environ.get("STREAMLETS_COMMAND_TIMEOUT", "120"))  # seconds to wait for every result
+# Seconds a streamlet has to answer the savepoint before an upgrade; no answer means not running.
+UPGRADE_TIMEOUT = float(os.environ.get("STREAMLETS_UPGRADE_SAVEPOINT_TIMEOUT", "60"))
+KEEP = 50
+
+
+class RequestError(ValueError):
+    """The annotation's request is not a command the operator can send."""
+
+
+def parse_request(text: str) -> dict[str, Any]:
+    from streamlets.control import COMMANDS
+
+    try:
+        request = json.loads(text)
+    except ValueError as e:
+        raise RequestError(f"annotation {REQUEST_ANNOTATION} is not JSON: {e}") from None
+    if not isinstance(request, dict) or request.get("command") not in COMMANDS:
+        raise RequestError(f"annotation {REQUEST_ANNOTATION}: command must be one of {', '.join(COMMANDS)}")
+    args = request.get("args") or {}
+    if not isinstance(args, dict):
+        raise RequestError(f"annotation {REQUEST_ANNOTATION}: args must be an object of strings")
+    return {"id": str(request.get("id") or uuid.uuid4().hex), "command": request["command"],
+            "target": request.get("target"), "args": {str(k): str(v) for k, v in args.items()}}
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def send(spec: dict[str, Any], request: dict[str, Any], timeout: float = TIMEOUT) -> list[dict[str, Any]]:
+    """Send the command and wait for a result from each targeted streamlet; returns status
+    entries, `no-answer` for a streamlet that did not answer within `timeout` seconds (not running)."""
+    from streamlets.control import Command, await_results, results_consumer, send_command
+
+    bootstrap, app_id = spec["kafka"]["bootstrapServers"], spec["appId"]
+    names = [s["name"] for s in spec.get("streamlets") or []]
+    target = request.get("target")
+    if target is not None and target not in names:
+        raise RequestError(f"the application has no streamlet {target!r}")
+    expected = {target} if target else set(names)
+    command = Command(request["command"], target, request.get("args") or {}, request["id"])
+    consumer = results_consumer(bootstrap, app_id)
+    try:
+        send_command(bootstrap, app_id, command)
+        results = await_results(bootstrap, app_id, command.id, expected, timeout, consumer=consumer)
+    finally:
+        consumer.close()
+    entries = [{"id": command.id, "command": r["command"], "streamlet": r["streamlet"], "status": r["status"],
+                "message": r["message"], "location": r["location"] or "", "batchIds": dict(r["batch_ids"]),
+                "time": now()} for r in results]
+    for missing in sorted(expected - {r["streamlet"] for r in results}):
+        entries.append({"id": command.id, "command": command.command, "streamlet": missing, "status": "no-answer",
+                        "message": f"no result within {timeout:.0f} s (is the streamlet running?)", "time": now()})
+    return entries
+
+
+def savepoint_entries(entries: list[dict[str, Any]], reason: str) -> list[dict[str, Any]]:
+    """status.savepoints entries for the savepoints among command results."""
+    out = []
+    for e in entries:
+        if e["command"] == "savepoint" and e["status"] == "ok":
+            out.append({"streamlet": e["streamlet"], "name": e["location"].rstrip("/").rsplit("/", 1)[-1],
+                        "location": e["location"], "batchIds": e.get("batchIds") or {}, "time": e["time"],
+                        "state": "Completed", "reason": reason, "commandId": e["id"]})
+    return out
+
+
+def appended(status: dict[str, Any], key: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return ((status.get(key) or []) + entries)[-KEEP:]
