@@ -230,7 +230,10 @@ def control(
         if not info.is_file():
             fail(f"no running sandbox of {bp.app_id!r} ({info} is missing): start it with `blueprint run`, "
                  "or give --kafka or --state-dir")
-        kafka = json.loads(info.read_text())["bootstrap_servers"]
+        try:
+            kafka = json.loads(info.read_text())["bootstrap_servers"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            fail(f"cannot read {info} ({e}): is the sandbox running? Give --kafka instead", EXIT_USAGE)
 
     def body():
         cmd = Command(command, streamlet, parsed)

@@ -135,8 +135,8 @@ class StreamletContext:
         """Start any query (file sinks, foreachBatch...) with the streamlet's checkpoint, trigger
         and query name `<streamlet>.<query_name>`; tracked so that the runtime can stop it."""
         location = self.checkpoint_location(query_name)
-        if self.run.dry_run:  # the same plan, state and sources; nothing written anywhere
-            writer = writer.format("noop").trigger(availableNow=True)
+        if self.run.dry_run:  # the same plan, state and sources; nothing written; one micro-batch
+            writer = writer.format("noop").trigger(once=True)
         else:
             if self.dead_letters is not None:
                 for read in self._inlet_reads:

@@ -15,22 +15,22 @@ Before that, two checks of our own: every query that holds state in the savepoin
 started by the new code, and the Kafka topics the savepoint's offsets name must be the ones the
 new code's inlets read (a branch reads the same topics, or the offsets mean nothing).
 
-The dry run re-reads the input of that one micro-batch, so the savepoint's source data must
-still be retained (Kafka `retention.ms`).
+The dry run (trigger once) re-reads the input of that one micro-batch, so the savepoint's source
+data must still be retained (Kafka `retention.ms`). Its scratch copy sits next to the streamlet's
+checkpoints, where executors can read it too, and is deleted afterwards.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import tempfile
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .runconfig import StreamletRunConfig
 from .savepoint import QUERIES, SavepointError, query_folders, source_offsets
-from .storage import join, storage_for
+from .storage import copy_between, free_name, join, storage_for
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -75,9 +75,10 @@ def _kafka_topics(offsets: Any) -> set[str] | None:
     return None
 
 
-def check_sources(savepoint: dict[str, Any], run: StreamletRunConfig, inlets: list[str]) -> list[str]:
+def check_sources(savepoint: dict[str, Any], run: StreamletRunConfig, inlets: list[str],
+                  spark: "SparkSession | None" = None) -> list[str]:
     """Kafka topics in the savepoint's offsets that none of the new run's inlets reads."""
-    storage = storage_for(savepoint["path"])
+    storage = storage_for(savepoint["path"], spark)
     reading = {run.topics[i] for i in inlets if i in run.topics}
     problems = []
     for q, entry in savepoint["queries"].items():
@@ -97,18 +98,22 @@ def check_restore(spark: "SparkSession", savepoint: dict[str, Any], cls: type, r
     for incompatibilities: they are the result's problems."""
     from .runner import StreamletRuntime, transport_for
 
-    result = RestoreCheck(problems=check_sources(savepoint, run, [p.name for p in cls.shape().inlets]))
+    result = RestoreCheck(problems=check_sources(savepoint, run, [p.name for p in cls.shape().inlets], spark))
     if result.problems:
         return result
     src = storage_for(savepoint["path"], spark)
-    with tempfile.TemporaryDirectory(prefix="streamlets-restore-check-") as scratch:
+    # The scratch copy sits next to the checkpoints (the claim or URI executors also see).
+    scratch = f"{run.checkpoint_root.rstrip('/')}.restore-check-{uuid.uuid4().hex[:8]}"
+    dst = storage_for(scratch, spark)
+    runtime = None
+    try:
         for q, entry in savepoint["queries"].items():
             folder = join(savepoint["path"], QUERIES, q)
             for f in src.files(folder):
                 batch = entry.get("batch_id")
                 if batch is not None and f in (f"commits/{batch}", f"commits/.{batch}.crc"):
                     continue  # uncommitted again: the dry run re-plans this batch against the state
-                src.copy_file(join(folder, f), join(scratch, q, f))
+                copy_between(src, dst, join(folder, f), join(scratch, q, f))
         trial = run.model_copy(update={"checkpoint_root": scratch, "dry_run": True, "dead_letter_topic": None})
         runtime = StreamletRuntime(spark, run.app_id, None, transport_for(trial))
         try:
@@ -116,19 +121,20 @@ def check_restore(spark: "SparkSession", savepoint: dict[str, Any], cls: type, r
         except Exception as e:  # the new code fails before any batch: not restorable as it is
             result.problems.append(f"the new code did not start: {explain_spark_error(str(e))}")
             return result
-        try:
-            for q in runtime.queries():
-                try:
-                    q.awaitTermination(timeout)
-                except Exception:  # the query's failure; q.exception() has it
-                    pass
-                if q.exception() is not None:
-                    result.problems.append(f"query {q.name!r}: {explain_spark_error(str(q.exception()))}")
-                elif q.isActive:
-                    result.problems.append(f"query {q.name!r}: the dry run did not finish within {timeout:.0f} s")
-        finally:
-            runtime.stop(timeout=30)
+        for q in runtime.queries():
+            try:
+                q.awaitTermination(timeout)
+            except Exception:  # the query's failure; q.exception() has it
+                pass
+            if q.exception() is not None:
+                result.problems.append(f"query {q.name!r}: {explain_spark_error(str(q.exception()))}")
+            elif q.isActive:
+                result.problems.append(f"query {q.name!r}: the dry run did not finish within {timeout:.0f} s")
         started = {q.name.split(".", 1)[1] for q in ctx.queries}
+    finally:
+        if runtime is not None:
+            runtime.stop(timeout=30)
+        dst.delete(scratch)
     for q, entry in savepoint["queries"].items():
         if q not in started and entry.get("stateful"):
             result.problems.append(f"query {q!r} holds state in the savepoint, but the new code starts no query "
@@ -158,14 +164,14 @@ def restore_savepoint(savepoint: dict[str, Any], run: StreamletRunConfig, *, bra
         raise SavepointError(f"streamlet {run.streamlet!r} already has checkpoints in {run.checkpoint_root} "
                              f"({', '.join(existing)}): restore into a fresh state folder, or replace them")
     if existing:
-        moved = f"{run.checkpoint_root.rstrip('/')}.replaced-{savepoint['id']}"
+        moved = free_name(dst, f"{run.checkpoint_root.rstrip('/')}.replaced-{savepoint['id']}")
         dst.rename(run.checkpoint_root, moved)
     queries = sorted(savepoint["queries"])
     for q in queries:
         folder, target = join(savepoint["path"], QUERIES, q), join(run.checkpoint_root, q)
         for f in src.files(folder):
             if not (branch and f in ("metadata", ".metadata.crc")):
-                src.copy_file(join(folder, f), join(target, f))
+                copy_between(src, dst, join(folder, f), join(target, f))
         if branch:
             dst.write_text(join(target, "metadata"), json.dumps({"id": str(uuid.uuid4())}) + "\n")
     return moved

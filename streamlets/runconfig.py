@@ -49,7 +49,7 @@ class StreamletRunConfig(BaseModel):
     initial_state: dict[str, str] = Field(default_factory=dict, description="query name -> a state export "
                                           "(streamlets.state_export) the query folds in: StreamletContext.initial_state")
     dry_run: bool = Field(default=False, description="check against the checkpoint only: every sink is Spark's noop "
-                          "sink, the trigger availableNow, no dead letters (the restore check)")
+                          "sink, one micro-batch (trigger once), no dead letters (the restore check)")
 
     def checkpoint_location(self, query: str) -> str:
         return f"{self.checkpoint_root.rstrip('/')}/{query}"

@@ -102,6 +102,8 @@ class StreamletRuntime:
         self.dead_letters = DeadLetterWriter(spark, transport, dead_letter_topic, app_id)
         self.monitor = ProgressMonitor(self.dead_letters)
         self.contexts: dict[str, StreamletContext] = {}
+        # Set while reload-config restarts a streamlet: its stopped queries are not an ending.
+        self.restarting = threading.Event()
 
     def start(self, run: StreamletRunConfig) -> StreamletContext:
         """Import the run config's class and start it (see start_class)."""
@@ -196,9 +198,13 @@ class StreamletRuntime:
         cls = type(ctx.streamlet)
         merged = {**ctx.run.config_parameters, **values}
         StreamletConfig(streamlet, cls.config_parameters(), merged)  # raises before anything stops
-        for q in ctx.queries:
-            q.stop()
-        new = self.start_class(cls, ctx.run.model_copy(update={"config_parameters": merged}))
+        self.restarting.set()
+        try:
+            for q in ctx.queries:
+                q.stop()
+            new = self.start_class(cls, ctx.run.model_copy(update={"config_parameters": merged}))
+        finally:
+            self.restarting.clear()
         return Outcome(f"restarted {len(new.queries)} query(ies) with {', '.join(sorted(values)) or 'the same config'}")
 
     def failed(self) -> list[tuple[str, str]]:
@@ -243,7 +249,7 @@ def prepare_checkpoints(spark: "SparkSession", cls: type[Streamlet], run: Stream
     """
     from .restore import check_restore, restore_savepoint
     from .savepoint import SavepointError, read_savepoint
-    from .storage import storage_for
+    from .storage import free_name, storage_for
 
     storage = storage_for(run.checkpoint_root, spark)
     root = run.checkpoint_root.rstrip("/")
@@ -254,8 +260,12 @@ def prepare_checkpoints(spark: "SparkSession", cls: type[Streamlet], run: Stream
 
     if run.reset_state_token and recorded(f"{root}.state-token") != run.reset_state_token:
         if storage.exists(root):
-            storage.rename(root, f"{root}.reset-{run.reset_state_token}")
-            done.append(f"checkpoints moved to {root}.reset-{run.reset_state_token} (upgrade mode stateless)")
+            aside = free_name(storage, f"{root}.reset-{run.reset_state_token}")
+            try:
+                storage.rename(root, aside)
+            except OSError as e:
+                raise StreamletError(f"cannot move the checkpoints {root} aside (upgrade mode stateless): {e}") from None
+            done.append(f"checkpoints moved to {aside} (upgrade mode stateless)")
         storage.write_text(f"{root}.state-token", run.reset_state_token)
     if run.restore_from and recorded(f"{root}.restored-from") != run.restore_from:
         try:
@@ -264,8 +274,8 @@ def prepare_checkpoints(spark: "SparkSession", cls: type[Streamlet], run: Stream
             if not check.ok:
                 raise StreamletError(f"cannot start from savepoint {sp['id']}: " + "; ".join(check.problems))
             moved = restore_savepoint(sp, run, branch=sp["app_id"] != run.app_id, replace=True, spark=spark)
-        except SavepointError as e:
-            raise StreamletError(str(e)) from None
+        except (SavepointError, OSError) as e:
+            raise StreamletError(f"cannot restore {run.restore_from}: {e}") from None
         storage.write_text(f"{root}.restored-from", run.restore_from)
         done.append(f"restored from {run.restore_from}" + (f" (previous checkpoints in {moved})" if moved else ""))
     return done
@@ -318,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     listener = start_control_listener(runtime, run)
-    while not stopping.is_set() and all(q.isActive for q in runtime.queries()):
+    while not stopping.is_set() and (runtime.restarting.is_set() or all(q.isActive for q in runtime.queries())):
         stopping.wait(1)
     failures = runtime.failed()
     if listener is not None:

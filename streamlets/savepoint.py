@@ -29,7 +29,7 @@ import re
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from .storage import Storage, join, storage_for
+from .storage import Storage, copy_between, join, storage_for
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -163,7 +163,9 @@ def take_savepoint(checkpoint_root: str, savepoint_root: str, *, app_id: str, st
             for q in queries:
                 entries[q] = _copy_query(src, dst, join(checkpoint_root, q), join(partial, QUERIES, q))
             break
-        except FileNotFoundError as e:
+        except Exception as e:  # Python's FileNotFoundError, or Hadoop's through py4j
+            if not isinstance(e, FileNotFoundError) and "FileNotFoundException" not in str(e):
+                raise
             if attempt == attempts:
                 raise SavepointError(f"streamlet {streamlet!r}: checkpoint files kept disappearing while "
                                      f"copying ({e}); is another process cleaning {checkpoint_root}?") from None
@@ -182,7 +184,7 @@ def take_savepoint(checkpoint_root: str, savepoint_root: str, *, app_id: str, st
         "queries": entries,
     }
     dst.write_text(join(partial, MANIFEST), json.dumps(manifest, indent=2, sort_keys=True))
-    dst.rename(partial, target)  # complete savepoints only ever appear whole
+    dst.rename(partial, target)  # listed only once complete (on object stores the rename is a copy)
     return {**manifest, "path": target}
 
 
@@ -191,7 +193,7 @@ def _copy_query(src: Storage, dst: Storage, checkpoint: str, target: str) -> dic
     batch = batches[-1] if batches else -1
     files = [f for f in src.files(checkpoint) if keep_in_savepoint(f, batch)]
     for f in files:
-        src.copy_file(join(checkpoint, f), join(target, f))
+        copy_between(src, dst, join(checkpoint, f), join(target, f))
     return {"batch_id": batch if batches else None, "query_id": query_id(src, checkpoint),
             "files": len(files), "stateful": any(f.startswith("state/") for f in files),
             "pinned_conf": pinned_conf(src, checkpoint, batch) if batches else {}}
@@ -217,7 +219,7 @@ def list_savepoints(root: str, app_id: str | None = None, streamlet: str | None 
     for app in [app_id] if app_id else storage.children(root):
         for s in [streamlet] if streamlet else storage.children(join(root, app)):
             for sp in storage.children(join(root, app, s)):
-                if storage.exists(join(root, app, s, sp, MANIFEST)):
+                if not sp.endswith(".inprogress") and storage.exists(join(root, app, s, sp, MANIFEST)):
                     out.append(read_savepoint(join(root, app, s, sp), spark))
     return sorted(out, key=lambda m: (m["created_at"], m["id"]))
 

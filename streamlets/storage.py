@@ -153,3 +153,25 @@ def storage_for(path: str, spark: "SparkSession | None" = None) -> Storage:
 
 def join(base: str, *parts: str) -> str:
     return "/".join([str(base).rstrip("/"), *(p.strip("/") for p in parts if p)])
+
+
+def copy_between(src: Storage, dst: Storage, src_path: str, dst_path: str) -> None:
+    """Copy one file from `src` to `dst` storage: in Python when both are local, else through
+    Hadoop (local paths as file: URIs), so that a local checkpoint can go to s3a:// and back."""
+    if isinstance(src, LocalStorage) and isinstance(dst, LocalStorage):
+        src.copy_file(src_path, dst_path)
+        return
+    hadoop = src if isinstance(src, HadoopStorage) else dst
+
+    def uri(path: str) -> str:
+        return local_path(path).resolve().as_uri() if is_local(path) else path
+    hadoop.copy_file(uri(src_path), uri(dst_path))
+
+
+def free_name(storage: Storage, base: str) -> str:
+    """`base`, or `base-2`, `base-3`... whichever does not exist yet."""
+    name, n = base, 1
+    while storage.exists(name):
+        n += 1
+        name = f"{base}-{n}"
+    return name

@@ -46,29 +46,51 @@ def now() -> str:
 
 
 def send(spec: dict[str, Any], request: dict[str, Any], timeout: float = TIMEOUT) -> list[dict[str, Any]]:
-    """Send the command and wait for a result from each targeted streamlet; returns status
-    entries, `no-answer` for a streamlet that did not answer within `timeout` seconds (not running)."""
-    from streamlets.control import Command, await_results, results_consumer, send_command
+    """Send one command and wait for a result from each targeted streamlet (see send_all)."""
+    return send_all(spec, [request], timeout)
+
+
+def send_all(spec: dict[str, Any], requests: list[dict[str, Any]], timeout: float = TIMEOUT) -> list[dict[str, Any]]:
+    """Send the commands at once and wait, together, for a result from each targeted streamlet;
+    returns status entries, `no-answer` for a streamlet that did not answer within `timeout`
+    seconds (not running). Raises RequestError for a target the application does not have."""
+    import time
+
+    from streamlets.control import RESULT_SCHEMA, Command, _decode, results_consumer, send_command
 
     bootstrap, app_id = spec["kafka"]["bootstrapServers"], spec["appId"]
     names = [s["name"] for s in spec.get("streamlets") or []]
-    target = request.get("target")
-    if target is not None and target not in names:
-        raise RequestError(f"the application has no streamlet {target!r}")
-    expected = {target} if target else set(names)
-    command = Command(request["command"], target, request.get("args") or {}, request["id"])
+    waiting: dict[str, tuple[Command, set[str]]] = {}
+    for request in requests:
+        target = request.get("target")
+        if target is not None and target not in names:
+            raise RequestError(f"the application has no streamlet {target!r}")
+        command = Command(request["command"], target, request.get("args") or {}, request["id"])
+        waiting[command.id] = (command, {target} if target else set(names))
+    results: list[dict[str, Any]] = []
     consumer = results_consumer(bootstrap, app_id)
     try:
-        send_command(bootstrap, app_id, command)
-        results = await_results(bootstrap, app_id, command.id, expected, timeout, consumer=consumer)
+        for command, _ in waiting.values():
+            send_command(bootstrap, app_id, command)
+        deadline = time.monotonic() + timeout
+
+        def answered() -> bool:
+            return all(expected <= {r["streamlet"] for r in results if r["command_id"] == cid}
+                       for cid, (_, expected) in waiting.items())
+        while time.monotonic() < deadline and not answered():
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error() or (msg.key() or b"").decode() not in waiting:
+                continue
+            results.append(_decode(RESULT_SCHEMA, msg.value()))
     finally:
         consumer.close()
-    entries = [{"id": command.id, "command": r["command"], "streamlet": r["streamlet"], "status": r["status"],
+    entries = [{"id": r["command_id"], "command": r["command"], "streamlet": r["streamlet"], "status": r["status"],
                 "message": r["message"], "location": r["location"] or "", "batchIds": dict(r["batch_ids"]),
                 "time": now()} for r in results]
-    for missing in sorted(expected - {r["streamlet"] for r in results}):
-        entries.append({"id": command.id, "command": command.command, "streamlet": missing, "status": "no-answer",
-                        "message": f"no result within {timeout:.0f} s (is the streamlet running?)", "time": now()})
+    for cid, (command, expected) in waiting.items():
+        for missing in sorted(expected - {r["streamlet"] for r in results if r["command_id"] == cid}):
+            entries.append({"id": cid, "command": command.command, "streamlet": missing, "status": "no-answer",
+                            "message": f"no result within {timeout:.0f} s (is the streamlet running?)", "time": now()})
     return entries
 
 

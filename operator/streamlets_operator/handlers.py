@@ -179,13 +179,15 @@ def _savepoint_before_upgrade(app: dict[str, Any], rendered: dict[str, Any], pat
     changing = [n for n, (_, sa) in rendered["streamlets"].items() if n in existing and
                 existing[n]["metadata"].get("annotations", {}).get(render.ANNOTATION_HASH)
                 != sa["metadata"]["annotations"][render.ANNOTATION_HASH]]
-    entries = []
-    for name in changing:
-        entries += commands.send(spec, {"id": f"upgrade-{meta.get('generation')}-{name}", "command": "savepoint",
-                                        "target": name, "args": {"reason": f"before upgrade to generation {meta.get('generation')}"}},
-                                 timeout=commands.UPGRADE_TIMEOUT)
-    if not entries:
+    if not changing:
         return
+    reason = f"before upgrade to generation {meta.get('generation')}"
+    try:
+        entries = commands.send_all(spec, [{"id": f"upgrade-{meta.get('generation')}-{name}", "command": "savepoint",
+                                            "target": name, "args": {"reason": reason}} for name in changing],
+                                    timeout=commands.UPGRADE_TIMEOUT)
+    except Exception as e:  # Kafka trouble: the upgrade waits
+        raise kopf.TemporaryError(f"savepoint before upgrade: {e}", delay=30) from None
     old = app.get("status") or {}
     patch.status["commands"] = commands.appended(old, "commands", entries)
     patch.status["savepoints"] = commands.appended(old, "savepoints", commands.savepoint_entries(entries, "upgrade"))
@@ -220,9 +222,10 @@ def on_command(body: kopf.Body, new: Any, patch: kopf.Patch, logger: logging.Log
     try:
         request = commands.parse_request(new)
         entries = commands.send(app["spec"], request)
-    except commands.RequestError as e:
-        status.event(app, "CommandRefused", str(e), warning=True)
-        logger.warning("%s", e)
+    except Exception as e:  # a bad request or Kafka trouble: said once, never re-sent by a retry
+        status.event(app, "CommandRefused", f"{type(e).__name__}: {e}" if not isinstance(e, commands.RequestError)
+                     else str(e), warning=True)
+        logger.warning("command not sent: %s", e)
         return
     old = app.get("status") or {}
     patch.status["commands"] = commands.appended(old, "commands", entries)

@@ -181,15 +181,15 @@ def run_config(spec: dict[str, Any], streamlet: dict[str, Any]) -> dict[str, Any
         savepoint_max_count=savepoints.get("maxCount"),
         savepoint_max_age_seconds=savepoints.get("maxAgeSeconds"),
         restore_from=streamlet.get("restoreFrom"),
-        reset_state_token=stateless_token(streamlet) if spec.get("upgradeMode") == "stateless" else None,
+        reset_state_token=stateless_token(spec, streamlet) if spec.get("upgradeMode") == "stateless" else None,
     )
     return config.model_dump(mode="json")
 
 
-def stateless_token(streamlet: dict[str, Any]) -> str:
-    """Upgrade mode stateless: a token of what the streamlet runs (its spec without scale);
-    when it changes, the driver starts without its old checkpoints."""
-    return spec_hash({k: v for k, v in streamlet.items() if k != "scale"})
+def stateless_token(spec: dict[str, Any], streamlet: dict[str, Any]) -> str:
+    """Upgrade mode stateless: a token of what the streamlet runs (the image and its settings,
+    scale left out); when it changes, the driver starts without its old checkpoints."""
+    return spec_hash({"image": spec.get("image"), **{k: v for k, v in streamlet.items() if k != "scale"}})
 
 
 def render_secret(body: dict[str, Any], streamlet: dict[str, Any]) -> dict[str, Any]:

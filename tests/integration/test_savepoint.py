@@ -208,7 +208,9 @@ def test_changes_spark_cannot_restore_across_are_refused(session, tmp_path, sour
     # the check touched neither the savepoint nor the new streamlet's checkpoint folder
     assert read_savepoint(sp["path"])["queries"]["out"]["batch_id"] == 2
     assert Path(sp["path"], "queries", "out", "commits", "2").exists()
-    assert not (tmp_path / "ck" / "changed").exists()
+    # (its scratch copy sat next to where the checkpoints go, and is gone)
+    assert not (tmp_path / "ck" / "changed" / "counts").exists()
+    assert not list((tmp_path / "ck" / "changed").glob("*restore-check*"))
 
 
 class SeededCounts(Counts):
