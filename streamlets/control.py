@@ -27,13 +27,10 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from .ports import AvroInlet
 from .schema import AvroSchema, decode, encode
-
-if TYPE_CHECKING:
-    from .runner import StreamletRuntime
 
 log = logging.getLogger(__name__)
 
@@ -137,18 +134,29 @@ def await_results(bootstrap: str, app_id: str, command_id: str, expected: set[st
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"control-client-{uuid.uuid4().hex}",
                              "auto.offset.reset": "earliest", "enable.auto.commit": False})
         consumer.subscribe([results_topic(app_id)])
-    results: list[dict[str, Any]] = []
-    deadline = time.monotonic() + timeout
     try:
-        while time.monotonic() < deadline and (expected is None or {r["streamlet"] for r in results} < expected
-                                                or not expected <= {r["streamlet"] for r in results}):
-            msg = consumer.poll(0.5)
-            if msg is None or msg.error() or msg.key() != command_id.encode():
-                continue
-            results.append(_decode(RESULT_SCHEMA, msg.value()))
+        return collect_results(consumer, {command_id: expected}, timeout)
     finally:
         if own:
             consumer.close()
+
+
+def collect_results(consumer, waiting: dict[str, set[str] | None], timeout: float) -> list[dict[str, Any]]:
+    """Results (decoded) of the commands whose ids are the keys of `waiting`, read from `consumer`
+    until each has a result from every streamlet of its set (None: wait the whole timeout), or
+    `timeout` seconds pass."""
+    results: list[dict[str, Any]] = []
+    keys = {cid.encode() for cid in waiting}
+
+    def answered() -> bool:
+        return all(expected is not None and expected <= {r["streamlet"] for r in results if r["command_id"] == cid}
+                   for cid, expected in waiting.items())
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not answered():
+        msg = consumer.poll(0.5)
+        if msg is None or msg.error() or msg.key() not in keys:
+            continue
+        results.append(_decode(RESULT_SCHEMA, msg.value()))
     return results
 
 

@@ -107,13 +107,10 @@ def check_restore(spark: "SparkSession", savepoint: dict[str, Any], cls: type, r
     dst = storage_for(scratch, spark)
     runtime = None
     try:
-        for q, entry in savepoint["queries"].items():
-            folder = join(savepoint["path"], QUERIES, q)
-            for f in src.files(folder):
-                batch = entry.get("batch_id")
-                if batch is not None and f in (f"commits/{batch}", f"commits/.{batch}.crc"):
-                    continue  # uncommitted again: the dry run re-plans this batch against the state
-                copy_between(src, dst, join(folder, f), join(scratch, q, f))
+        def last_commit(q: str, f: str) -> bool:  # uncommitted again: the dry run re-plans this batch
+            batch = savepoint["queries"][q].get("batch_id")
+            return batch is not None and f in (f"commits/{batch}", f"commits/.{batch}.crc")
+        _copy_queries(savepoint, src, dst, scratch, skip=last_commit)
         trial = run.model_copy(update={"checkpoint_root": scratch, "dry_run": True, "dead_letter_topic": None})
         runtime = StreamletRuntime(spark, run.app_id, None, transport_for(trial))
         try:
@@ -166,12 +163,19 @@ def restore_savepoint(savepoint: dict[str, Any], run: StreamletRunConfig, *, bra
     if existing:
         moved = free_name(dst, f"{run.checkpoint_root.rstrip('/')}.replaced-{savepoint['id']}")
         dst.rename(run.checkpoint_root, moved)
-    queries = sorted(savepoint["queries"])
-    for q in queries:
-        folder, target = join(savepoint["path"], QUERIES, q), join(run.checkpoint_root, q)
-        for f in src.files(folder):
-            if not (branch and f in ("metadata", ".metadata.crc")):
-                copy_between(src, dst, join(folder, f), join(target, f))
-        if branch:
-            dst.write_text(join(target, "metadata"), json.dumps({"id": str(uuid.uuid4())}) + "\n")
+    _copy_queries(savepoint, src, dst, run.checkpoint_root,
+                  skip=lambda q, f: branch and f in ("metadata", ".metadata.crc"))
+    if branch:
+        for q in savepoint["queries"]:
+            dst.write_text(join(run.checkpoint_root, q, "metadata"), json.dumps({"id": str(uuid.uuid4())}) + "\n")
     return moved
+
+
+def _copy_queries(savepoint: dict[str, Any], src, dst, target_root: str, skip) -> None:
+    """Copy each query folder of the savepoint to `<target_root>/<query>`, but the files
+    `skip(query, relative path)` names."""
+    for q in sorted(savepoint["queries"]):
+        folder = join(savepoint["path"], QUERIES, q)
+        for f in src.files(folder):
+            if not skip(q, f):
+                copy_between(src, dst, join(folder, f), join(target_root, q, f))

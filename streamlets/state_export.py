@@ -341,6 +341,25 @@ def export_state(
     return manifest
 
 
+def _export_entry(export_dir: str | Path, operator_id: int, store_name: str | None) -> tuple[Path, str, dict[str, Any]]:
+    """(export folder, format, the manifest entry of one store); StateExportError if the folder
+    is no finished export or does not hold exactly that operator/store."""
+    root = Path(export_dir).expanduser().resolve()
+    if not (root / MANIFEST).is_file():
+        raise StateExportError(f"{root} has no {MANIFEST}: not a finished state export; export again into a new folder")
+    manifest = json.loads((root / MANIFEST).read_text())
+    if manifest.get("version") != MANIFEST_VERSION:
+        raise StateExportError(f"{root}/{MANIFEST}: manifest version {manifest.get('version')} is not {MANIFEST_VERSION}")
+    found = [e for e in manifest["operators"]
+             if e["operator_id"] == operator_id and store_name in (None, e["store_name"])]
+    if len(found) != 1:
+        stores = ", ".join(f"{e['operator_id']}/{e['store_name']}" for e in manifest["operators"])
+        what = "several stores; pass store_name" if found else "no such operator/store"
+        wanted = f"{operator_id}/{store_name}" if store_name else str(operator_id)
+        raise StateExportError(f"{root}: operator {wanted}: {what} (export has {stores})")
+    return root, manifest["format"], found[0]
+
+
 def read_export(
     spark: "SparkSession",
     export_dir: str | Path,
@@ -356,22 +375,8 @@ def read_export(
     """
     from pyspark.sql.types import StructType
 
-    root = Path(export_dir).expanduser().resolve()
-    if not (root / MANIFEST).is_file():
-        raise StateExportError(f"{root} has no {MANIFEST}: not a finished state export; export again into a new folder")
-    manifest = json.loads((root / MANIFEST).read_text())
-    if manifest.get("version") != MANIFEST_VERSION:
-        raise StateExportError(f"{root}/{MANIFEST}: manifest version {manifest.get('version')} is not {MANIFEST_VERSION}")
-    found = [e for e in manifest["operators"]
-             if e["operator_id"] == operator_id and store_name in (None, e["store_name"])]
-    if len(found) != 1:
-        stores = ", ".join(f"{e['operator_id']}/{e['store_name']}" for e in manifest["operators"])
-        what = "several stores; pass store_name" if found else "no such operator/store"
-        wanted = f"{operator_id}/{store_name}" if store_name else str(operator_id)
-        raise StateExportError(f"{root}: operator {wanted}: {what} (export has {stores})")
-    entry = found[0]
+    root, fmt, entry = _export_entry(export_dir, operator_id, store_name)
     where, schema = str(root / entry["path"]), StructType.fromJson(entry["schema"])
-    fmt = manifest["format"]
     if fmt == "parquet":
         df = spark.read.parquet(where)
     elif fmt == "jsonl":
@@ -394,16 +399,12 @@ def read_export_stream(
     for a CSV export (export as jsonl or parquet) and as read_export does."""
     from pyspark.sql.types import StructType
 
-    read_export(spark, export_dir, operator_id, store_name)  # the same checks, once
-    root = Path(export_dir).expanduser().resolve()
-    manifest = json.loads((root / MANIFEST).read_text())
-    (entry,) = [e for e in manifest["operators"] if e["operator_id"] == operator_id and store_name in (None, e["store_name"])]
-    schema = StructType.fromJson(entry["schema"])
-    where = str(root / entry["path"])
-    if manifest["format"] == "parquet":
+    root, fmt, entry = _export_entry(export_dir, operator_id, store_name)
+    schema, where = StructType.fromJson(entry["schema"]), str(root / entry["path"])
+    if fmt == "parquet":
         df = spark.readStream.schema(schema).parquet(where)
-    elif manifest["format"] == "jsonl":
+    elif fmt == "jsonl":
         df = spark.readStream.schema(schema).options(**_TEXT_OPTIONS).json(where)
     else:
-        raise StateExportError(f"{root}: a {manifest['format']} export cannot be read as a stream; export as jsonl or parquet")
+        raise StateExportError(f"{root}: a {fmt} export cannot be read as a stream; export as jsonl or parquet")
     return df.select(*(df[c] for c in entry["columns"]))

@@ -54,9 +54,7 @@ def send_all(spec: dict[str, Any], requests: list[dict[str, Any]], timeout: floa
     """Send the commands at once and wait, together, for a result from each targeted streamlet;
     returns status entries, `no-answer` for a streamlet that did not answer within `timeout`
     seconds (not running). Raises RequestError for a target the application does not have."""
-    import time
-
-    from streamlets.control import RESULT_SCHEMA, Command, _decode, results_consumer, send_command
+    from streamlets.control import Command, collect_results, results_consumer, send_command
 
     bootstrap, app_id = spec["kafka"]["bootstrapServers"], spec["appId"]
     names = [s["name"] for s in spec.get("streamlets") or []]
@@ -67,21 +65,11 @@ def send_all(spec: dict[str, Any], requests: list[dict[str, Any]], timeout: floa
             raise RequestError(f"the application has no streamlet {target!r}")
         command = Command(request["command"], target, request.get("args") or {}, request["id"])
         waiting[command.id] = (command, {target} if target else set(names))
-    results: list[dict[str, Any]] = []
     consumer = results_consumer(bootstrap, app_id)
     try:
         for command, _ in waiting.values():
             send_command(bootstrap, app_id, command)
-        deadline = time.monotonic() + timeout
-
-        def answered() -> bool:
-            return all(expected <= {r["streamlet"] for r in results if r["command_id"] == cid}
-                       for cid, (_, expected) in waiting.items())
-        while time.monotonic() < deadline and not answered():
-            msg = consumer.poll(0.5)
-            if msg is None or msg.error() or (msg.key() or b"").decode() not in waiting:
-                continue
-            results.append(_decode(RESULT_SCHEMA, msg.value()))
+        results = collect_results(consumer, {cid: expected for cid, (_, expected) in waiting.items()}, timeout)
     finally:
         consumer.close()
     entries = [{"id": r["command_id"], "command": r["command"], "streamlet": r["streamlet"], "status": r["status"],
