@@ -63,6 +63,13 @@ def size_of(folder: Path) -> tuple[float, int]:
     return sum(p.stat().st_size for p in files) / 1e6, len(files)
 
 
+def write_results(name: str, results: list[dict]) -> None:
+    """bench/results/<name>.json"""
+    out = ROOT / "bench" / "results"
+    out.mkdir(exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(results, indent=2))
+
+
 def timed(fn) -> float:
     t0 = time.perf_counter()
     fn()
@@ -108,9 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{keys:>10,} {mb:>7.1f} {files:>6} {s:>12.3f} {c:>8.3f} {s / c:>6.2f} "
                   f"{statistics.median(jsonl_rps):>13,.0f} {statistics.median(parquet_rps):>15,.0f}", flush=True)
     spark.stop()
-    out = ROOT / "bench" / "results"
-    out.mkdir(exist_ok=True)
-    (out / "savepoint.json").write_text(json.dumps(results, indent=2))
+    write_results("savepoint", results)
     return 0
 
 

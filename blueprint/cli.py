@@ -91,6 +91,8 @@ def run(
                                       "from a savepoint, after checking Spark can restore across the change"),
     savepoints: str | None = typer.Option(None, "--savepoints", help="savepoint root for ids [default: <state dir>/savepoints]"),
     branch: bool = typer.Option(False, "--branch", help="restore with new query ids (automatic for another application's savepoint)"),
+    state_partitions: list[str] = typer.Option(None, "--state-partitions", help="STREAMLET=N: repartition the streamlet's "
+                                               "checkpoints (after any --restore) to N state partitions before it starts"),
 ) -> None:
     """Run the whole application locally: a real Kafka broker, local Spark, checkpoints under the
     state folder (a second run resumes). Ctrl-C stops cleanly."""
@@ -102,8 +104,16 @@ def run(
                 print(f"error: --restore {item!r}: expected STREAMLET=SAVEPOINT", file=sys.stderr)
                 raise typer.Exit(EXIT_USAGE)
             restores[name.strip()] = ref.strip()
+        partitions = {}
+        for item in state_partitions or []:
+            name, sep, n = item.partition("=")
+            if not sep or not name.strip() or not n.strip().isdigit() or int(n) < 1:
+                print(f"error: --state-partitions {item!r}: expected STREAMLET=N with N a whole number of at least 1",
+                      file=sys.stderr)
+                raise typer.Exit(EXIT_USAGE)
+            partitions[name.strip()] = int(n)
         code = _run(file, config, overrides or [], state_dir, kafka, exit_when_done, idle_seconds, trigger, timeout, fresh,
-                    restores, savepoints, branch)
+                    restores, savepoints, branch, partitions)
     except KeyboardInterrupt:
         code = 130
     except Exception as e:  # a bug of ours or an unexpected environment problem: one line, no traceback
@@ -114,7 +124,8 @@ def run(
 
 def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path | None, kafka: str | None,
          exit_when_done: bool, idle_seconds: float, trigger: str, timeout: float | None, fresh: bool,
-         restores: dict[str, str] | None = None, savepoints: str | None = None, branch: bool = False) -> int:
+         restores: dict[str, str] | None = None, savepoints: str | None = None, branch: bool = False,
+         state_partitions: dict[str, int] | None = None) -> int:
     import shutil
 
     from .loader import import_streamlets
@@ -140,7 +151,8 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
     options = SandboxOptions(state_dir=state_dir, config_file=config, overrides=overrides, kafka=kafka,
                              exit_when_done=exit_when_done, idle_seconds=idle_seconds,
                              trigger=None if trigger.strip() in ("0", "0s", "") else trigger, timeout=timeout,
-                             restores=restores or {}, savepoints=savepoints, branch=branch)
+                             restores=restores or {}, savepoints=savepoints, branch=branch,
+                             state_partitions=state_partitions or {})
     sandbox = Sandbox(blueprint, classes, options)
     if fresh and sandbox.state_dir.exists():
         shutil.rmtree(sandbox.state_dir)

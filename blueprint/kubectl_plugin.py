@@ -382,9 +382,11 @@ def state(app_name: str = typer.Argument(..., metavar="APP"),
 def restore(app_name: str = typer.Argument(..., metavar="APP"),
             streamlet: str = typer.Argument(..., metavar="STREAMLET"),
             savepoint_ref: str = typer.Argument(..., metavar="SAVEPOINT", help="a savepoint's name (from `savepoints`) or location"),
+            state_partitions: int | None = typer.Option(None, "--state-partitions", min=1, help="restore with this many "
+                                                        "state partitions (spec.streamlets[].statePartitions)"),
             kubeconfig: str | None = KUBECONFIG, context: str | None = CONTEXT, namespace: str | None = NAMESPACE) -> None:
     """Start a streamlet from a savepoint (spec.streamlets[].restoreFrom): its driver checks the
-    savepoint against the code, restores it once, then runs."""
+    savepoint against the code, restores it once (repartitioned to --state-partitions), then runs."""
     def run() -> int:
         cluster = Cluster(kubeconfig, context, namespace)
         item = cluster.get(app_name)
@@ -394,9 +396,13 @@ def restore(app_name: str = typer.Argument(..., metavar="APP"),
             raise Refused(f"{savepoint_ref!r} is neither a savepoint of {app_name} (see `kubectl streamlets savepoints "
                           f"{app_name}`) nor a path")
         streamlets = item["spec"]["streamlets"]
-        _streamlet(streamlets, streamlet, app_name)["restoreFrom"] = location
+        entry = _streamlet(streamlets, streamlet, app_name)
+        entry["restoreFrom"] = location
+        if state_partitions:
+            entry["statePartitions"] = state_partitions
         cluster.patch_streamlets(app_name, item, streamlets)
-        print(f"{app_name}.{streamlet} restores from {location} when it starts again")
+        print(f"{app_name}.{streamlet} restores from {location}"
+              + (f" with {state_partitions} state partitions" if state_partitions else "") + " when it starts again")
         return EXIT_SOUND
     _exit(run)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -24,7 +25,8 @@ EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
 
 savepoint_app = typer.Typer(help="Savepoints of a sandbox application's streamlets: take, list, inspect, dispose.",
                             no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-state_app = typer.Typer(help="The state of a checkpoint or savepoint: export it (JSON Lines, Parquet, CSV).",
+state_app = typer.Typer(help="The state of a checkpoint or savepoint: export it (JSON Lines, Parquet, CSV), "
+                        "or repartition a stopped query's checkpoint.",
                         no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
 
@@ -54,6 +56,7 @@ def _blueprint(file: Path):
 
 def _guard(fn):
     """Run a command body: our errors are one line, anything else one line too (no traceback)."""
+    from streamlets.repartition import RepartitionError
     from streamlets.savepoint import SavepointError
     from streamlets.state_export import StateExportError
 
@@ -61,7 +64,7 @@ def _guard(fn):
         return fn()
     except typer.Exit:
         raise
-    except (SavepointError, StateExportError) as e:
+    except (SavepointError, StateExportError, RepartitionError) as e:
         fail(str(e))
     except OSError as e:
         fail(f"{e.strerror or e}: {e.filename or ''}".rstrip(": "), EXIT_USAGE)
@@ -196,9 +199,38 @@ def export(
     _guard(body)
 
 
+@state_app.command("repartition")
+def repartition(
+    checkpoint: str = typer.Argument(..., help="a stopped query's checkpoint folder", show_default=False),
+    partitions: int = typer.Option(..., "--partitions", "-n", min=1, help="the new number of state partitions",
+                                   show_default=False),
+) -> None:
+    """Give a stopped query's checkpoint another number of state partitions
+    (spark.sql.shuffle.partitions, which Spark pins at the first batch), as of its last committed
+    micro-batch; the old checkpoint is kept next to it as `<folder>.before-repartition-<batch>`."""
+    from streamlets.repartition import plan_repartition, repartition_checkpoint
+    from streamlets.spark_session import build_spark_session
+
+    def body():
+        plan = plan_repartition(checkpoint, partitions)  # the file checks first: no Spark for a wrong path
+        if plan.result.from_partitions == partitions:
+            print(f"{plan.path} already has {partitions} state partitions; nothing changed")
+            return
+        spark = build_spark_session("streamlets-state-repartition", master="local[2]")
+        result = repartition_checkpoint(spark, checkpoint, partitions)
+        rows = sum(result.rows.values())
+        print(f"repartitioned {result.checkpoint}: {result.from_partitions} -> {result.to_partitions} state partitions, "
+              f"{rows:,} state rows in {len(result.rows)} operator(s) as of batch {result.batch_id}; "
+              f"the previous checkpoint is in {result.previous}")
+    _guard(body)
+
+
 def control(
     file: Path = typer.Argument(..., help="the blueprint file", show_default=False),
-    command: str = typer.Argument(..., help="savepoint, dump-state, reload-config, stop or ping", show_default=False),
+    command: str = typer.Argument(..., help="savepoint, dump-state, reload-config, stop or ping; with --custom, "
+                                  "the name of a streamlet's own command", show_default=False),
+    custom: bool = typer.Option(False, "--custom", help="send COMMAND as a custom command, for streamlets that read "
+                                "the control topic through a ControlInlet (no results are awaited)"),
     streamlet: str | None = typer.Option(None, "--streamlet", "-s", help="the target [default: every streamlet]"),
     args: list[str] = typer.Option(None, "--arg", "-a", help="KEY=VALUE: command arguments (dump-state: format=jsonl|parquet|csv; "
                                    "reload-config: config-parameter values)"),
@@ -211,8 +243,11 @@ def control(
 
     from .loader import BlueprintError, load_blueprint
 
-    if command not in COMMANDS:
-        fail(f"unknown command {command!r} (one of {', '.join(COMMANDS)})", EXIT_USAGE)
+    if custom and not re.fullmatch(r"[a-z][a-z0-9-]*", command):
+        fail(f"custom command name {command!r}: use lower-case letters, digits and '-'", EXIT_USAGE)
+    if not custom and command not in COMMANDS:
+        fail(f"unknown command {command!r} (one of {', '.join(COMMANDS)}; a streamlet's own command needs --custom)",
+             EXIT_USAGE)
     try:
         bp = load_blueprint(file)
     except BlueprintError as e:
@@ -236,6 +271,11 @@ def control(
             fail(f"cannot read {info} ({e}): is the sandbox running? Give --kafka instead", EXIT_USAGE)
 
     def body():
+        if custom:  # answered, if at all, by the streamlet's own outlets
+            cmd = Command.custom(command, streamlet, parsed)
+            send_command(kafka, bp.app_id, cmd)
+            print(f"sent custom command {command!r} (id {cmd.id}) to {bp.app_id}.control")
+            return
         cmd = Command(command, streamlet, parsed)
         consumer = results_consumer(kafka, bp.app_id)
         try:

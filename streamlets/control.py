@@ -17,7 +17,11 @@ all), and publishes one Result per streamlet. Commands:
 
 A streamlet can also read the control topic itself: declare `ControlInlet("control")`, bind it
 to the topic `<app>.control` in the blueprint (`managed: false`) and join it with its data, as
-in the seed's control-stream pattern.
+in the seed's control-stream pattern. Its own commands are `custom` commands whose name is the
+arg `CUSTOM_NAME` (`Command.custom`, `blueprint control APP NAME --custom`); the listener leaves
+them to the streamlets' queries and answers nothing. (`custom` is the enum's last symbol, so
+built-in commands keep the bytes they had; a listener older than it drops custom commands as
+malformed, which is what it should do with them.)
 """
 
 from __future__ import annotations
@@ -35,13 +39,16 @@ from .schema import AvroSchema, decode, encode
 log = logging.getLogger(__name__)
 
 COMMANDS = ("savepoint", "dump-state", "reload-config", "stop", "ping")
+CUSTOM = "custom"
+CUSTOM_NAME = "_name"  # the arg that names a custom command
 COMMAND_SCHEMA: dict[str, Any] = {
     "type": "record", "name": "Command", "namespace": "io.streamlets.control",
     "doc": "A command to the running streamlets of an application.",
     "fields": [
         {"name": "id", "type": "string", "doc": "unique; results carry it"},
         {"name": "command", "type": {"type": "enum", "name": "CommandType",
-                                     "symbols": ["savepoint", "dump_state", "reload_config", "stop", "ping"]}},
+                                     "symbols": ["savepoint", "dump_state", "reload_config", "stop", "ping", "custom"]},
+         "doc": "custom: a streamlet's own command, named by the arg _name, for ControlInlet queries"},
         {"name": "target", "type": ["null", "string"], "default": None, "doc": "a streamlet name; null: every streamlet"},
         {"name": "args", "type": {"type": "map", "values": "string"}, "default": {}},
         {"name": "issued_at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
@@ -82,16 +89,30 @@ def ControlInlet(name: str = "control") -> AvroInlet:
 
 @dataclass
 class Command:
+    """A command: one of COMMANDS, or `custom` with a `name` (see `custom`)."""
+
     command: str
     target: str | None = None
     args: dict[str, str] = field(default_factory=dict)
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    name: str | None = None
+
+    @classmethod
+    def custom(cls, name: str, target: str | None = None, args: dict[str, str] | None = None) -> "Command":
+        """A command of a streamlet's own, read by its ControlInlet query (e.g. `set-threshold`);
+        its name travels as the arg CUSTOM_NAME."""
+        return cls(CUSTOM, target, dict(args or {}), name=name)
 
     def record(self) -> dict[str, Any]:
-        if self.command not in COMMANDS:
-            raise ValueError(f"unknown command {self.command!r} (one of {', '.join(COMMANDS)})")
+        """The Avro record (COMMAND_SCHEMA). Raises ValueError for an unknown command, or a custom
+        one without a name."""
+        if self.command not in (*COMMANDS, CUSTOM):
+            raise ValueError(f"unknown command {self.command!r} (one of {', '.join(COMMANDS)}, or a custom one)")
+        if (self.command == CUSTOM) != bool(self.name):
+            raise ValueError("a custom command needs a name, and only a custom command has one")
+        args = {**self.args, CUSTOM_NAME: self.name} if self.name else dict(self.args)
         return {"id": self.id, "command": self.command.replace("-", "_"), "target": self.target,
-                "args": dict(self.args), "issued_at": int(time.time() * 1000)}
+                "args": args, "issued_at": int(time.time() * 1000)}
 
 
 @dataclass
@@ -228,6 +249,8 @@ class ControlListener(threading.Thread):
 
     def _handle(self, command: dict[str, Any]) -> None:
         name = command["command"].replace("_", "-")
+        if name == CUSTOM:  # for the streamlets' own ControlInlet queries
+            return
         mine = self.streamlets()
         targets = mine if command["target"] is None else [t for t in mine if t == command["target"]]
         for streamlet in targets:

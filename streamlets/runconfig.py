@@ -41,6 +41,9 @@ class StreamletRunConfig(BaseModel):
                                         "next to the application's checkpoint folder")
     restore_from: str | None = Field(default=None, description="a savepoint to start from, once: checked "
                                      "(streamlets.restore) and copied over the checkpoints at the next start")
+    state_partitions: int | None = Field(default=None, ge=1, description="state partitions of the checkpoints "
+                                         "(spark.sql.shuffle.partitions, pinned at a query's first batch): checkpoints "
+                                         "with another number are repartitioned before the start (streamlets.repartition)")
     reset_state_token: str | None = Field(default=None, description="upgrade mode stateless: when it differs from the "
                                           "one recorded, the checkpoints are moved aside and the streamlet starts fresh")
     savepoint_max_count: int | None = Field(default=None, ge=1, description="savepoints kept per streamlet")

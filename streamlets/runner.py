@@ -242,10 +242,12 @@ def prepare_checkpoints(spark: "SparkSession", cls: type[Streamlet], run: Stream
     - `reset_state_token` differs from `<checkpoint_root>.state-token`: the checkpoints are moved
       to `<checkpoint_root>.reset-<token>` (upgrade mode stateless);
     - `restore_from` differs from `<checkpoint_root>.restored-from`: the savepoint is checked
-      against this code (streamlets.restore) and copied over the checkpoints.
+      against this code (streamlets.restore) and copied over the checkpoints;
+    - `state_partitions` differs from what the checkpoints pinned: they are repartitioned
+      (streamlets.repartition).
 
     Raises StreamletError (the driver exits 1, the SparkApplication fails) if the savepoint
-    cannot be read or restored across the change.
+    cannot be read or restored across the change, or the state cannot be repartitioned.
     """
     from .restore import check_restore, restore_savepoint
     from .savepoint import SavepointError, read_savepoint
@@ -278,6 +280,13 @@ def prepare_checkpoints(spark: "SparkSession", cls: type[Streamlet], run: Stream
             raise StreamletError(f"cannot restore {run.restore_from}: {e}") from None
         storage.write_text(f"{root}.restored-from", run.restore_from)
         done.append(f"restored from {run.restore_from}" + (f" (previous checkpoints in {moved})" if moved else ""))
+    if run.state_partitions:
+        from .repartition import RepartitionError, repartition_streamlet
+
+        try:
+            done += repartition_streamlet(spark, run)
+        except (RepartitionError, OSError) as e:  # RepartitionError also carries Spark's failures
+            raise StreamletError(f"cannot repartition the state: {e}") from None
     return done
 
 

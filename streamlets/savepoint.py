@@ -48,8 +48,10 @@ class SavepointError(Exception):
 # --- checkpoints --------------------------------------------------------------------------------
 
 def query_folders(storage: Storage, checkpoint_root: str) -> list[str]:
-    """Names of the query checkpoints under a streamlet's checkpoint root (folders with `metadata`)."""
-    return [q for q in storage.children(checkpoint_root) if storage.exists(join(checkpoint_root, q, "metadata"))]
+    """Names of the query checkpoints under a streamlet's checkpoint root (folders with `metadata`;
+    hidden ones, such as streamlets.repartition's work folders, are not queries)."""
+    return [q for q in storage.children(checkpoint_root)
+            if not q.startswith(".") and storage.exists(join(checkpoint_root, q, "metadata"))]
 
 
 def committed_batches(storage: Storage, checkpoint: str) -> list[int]:

@@ -57,6 +57,7 @@ class SandboxOptions:
     restores: dict[str, str] = field(default_factory=dict)  # streamlet -> savepoint path or id
     savepoints: str | None = None  # savepoint root for ids [default: <state dir>/savepoints]
     branch: bool = False  # restore with new query ids (always so for another application's savepoint)
+    state_partitions: dict[str, int] = field(default_factory=dict)  # streamlet -> state partitions (repartition)
 
 
 class SandboxError(Exception):
@@ -206,6 +207,9 @@ class Sandbox:
             settings = load_settings(self.options.config_file, self.options.overrides, self.bp.streamlets)
         except LocalConfigError as e:
             raise SandboxError(str(e)) from None
+        unknown = sorted(set(self.options.state_partitions) - set(self.bp.streamlets))
+        if unknown:  # before anything starts or is restored
+            raise SandboxError(f"--state-partitions names no streamlet of the blueprint: {', '.join(unknown)}")
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._logging()
         runs = [
@@ -230,6 +234,7 @@ class Sandbox:
             self._watcher = TopicWatcher(bootstrap)
             runs = [run.model_copy(update={"bootstrap_servers": bootstrap}) for run in runs]
             self._restore(runs)
+            self._repartition(runs)
             for run in runs:
                 self.console.print(f"starting streamlet [bold]{run.streamlet}[/] ({run.class_name})")
                 try:
@@ -275,6 +280,23 @@ class Sandbox:
                 raise SandboxError(str(e)) from None
             self.console.print(f"restored [bold]{name}[/] from {sp['path']}" + (" as a branch (new query ids)" if branch else "")
                                + (f"; its previous checkpoints are in {moved}" if moved else ""))
+
+    def _repartition(self, runs: list[StreamletRunConfig]) -> None:
+        """Give streamlets' checkpoints another number of state partitions (`--state-partitions`),
+        after any restore (streamlets.repartition); SandboxError if one cannot be repartitioned."""
+        from streamlets.repartition import RepartitionError, repartition_streamlet
+
+        for run in runs:
+            partitions = self.options.state_partitions.get(run.streamlet)
+            if partitions is None:
+                continue
+            run.spark_conf["spark.sql.shuffle.partitions"] = str(partitions)  # a fresh query pins the same number
+            try:
+                done = repartition_streamlet(self.spark, run.model_copy(update={"state_partitions": partitions}))
+            except (RepartitionError, OSError) as e:
+                raise SandboxError(f"cannot repartition the state of {run.streamlet!r}: {e}") from None
+            for line in done:
+                self.console.print(f"repartitioned [bold]{run.streamlet}[/] {line}")
 
     def _topic_rows(self) -> list[TopicRow]:
         now = time.time()

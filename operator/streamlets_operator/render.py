@@ -181,6 +181,7 @@ def run_config(spec: dict[str, Any], streamlet: dict[str, Any]) -> dict[str, Any
         savepoint_max_count=savepoints.get("maxCount"),
         savepoint_max_age_seconds=savepoints.get("maxAgeSeconds"),
         restore_from=streamlet.get("restoreFrom"),
+        state_partitions=streamlet.get("statePartitions"),
         reset_state_token=stateless_token(spec, streamlet) if spec.get("upgradeMode") == "stateless" else None,
     )
     return config.model_dump(mode="json")
@@ -188,8 +189,9 @@ def run_config(spec: dict[str, Any], streamlet: dict[str, Any]) -> dict[str, Any
 
 def stateless_token(spec: dict[str, Any], streamlet: dict[str, Any]) -> str:
     """Upgrade mode stateless: a token of what the streamlet runs (the image and its settings,
-    scale left out); when it changes, the driver starts without its old checkpoints."""
-    return spec_hash({"image": spec.get("image"), **{k: v for k, v in streamlet.items() if k != "scale"}})
+    scale and state partitions left out); when it changes, the driver starts without its old checkpoints."""
+    return spec_hash({"image": spec.get("image"),
+                      **{k: v for k, v in streamlet.items() if k not in ("scale", "statePartitions")}})
 
 
 def render_secret(body: dict[str, Any], streamlet: dict[str, Any]) -> dict[str, Any]:
@@ -260,6 +262,8 @@ def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any],
     if spec.get("serviceAccountName"):
         driver["serviceAccount"] = spec["serviceAccountName"]
     spark_conf = {"spark.jars.packages": ",".join(SPARK_PACKAGES), **(streamlet.get("sparkConf") or {})}
+    if streamlet.get("statePartitions"):  # a fresh query starts with them too (its first batch pins them)
+        spark_conf["spark.sql.shuffle.partitions"] = str(streamlet["statePartitions"])
     sa_spec: dict[str, Any] = {
         "type": "Python",
         "pythonVersion": "3",

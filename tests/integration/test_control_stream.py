@@ -123,5 +123,15 @@ def test_commands_on_a_running_streamlet(spark, kafka_broker, running, tmp_path)
 def test_command_schema_is_the_documented_one():
     fields = {f["name"] for f in COMMAND_SCHEMA["fields"]}
     assert fields == {"id", "command", "target", "args", "issued_at"}
+    (command,) = [f["type"] for f in COMMAND_SCHEMA["fields"] if f["name"] == "command"]
+    # `custom` came last: the built-in commands keep their enum indexes, so their bytes are the
+    # ones listeners without `custom` read (commands carry no writer schema)
+    assert command["symbols"] == ["savepoint", "dump_state", "reload_config", "stop", "ping", "custom"]
+    before = dict(COMMAND_SCHEMA, fields=[dict(f, type=dict(f["type"], symbols=f["type"]["symbols"][:-1]))
+                                          if f["name"] == "command" else f for f in COMMAND_SCHEMA["fields"]])
+    from streamlets.schema import AvroSchema, decode, encode
+    record = Command("dump-state", "stats", {"format": "csv"}).record()
+    old_reader = decode(AvroSchema.load(before), encode(AvroSchema.load(COMMAND_SCHEMA), record))
+    assert {k: old_reader[k] for k in ("id", "command", "target", "args")} == {k: record[k] for k in ("id", "command", "target", "args")}
     with pytest.raises(ValueError, match="unknown command"):
         Command("explode").record()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -116,12 +117,19 @@ def test_savepoint_while_running_then_continue_and_branch(tmp_path, kafka_broker
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr  # one line, naming the change
     assert "Traceback" not in refused.stderr and not list((tmp_path / "branch-output").rglob("batch-*"))
 
-    # the branch: restored from the savepoint, it processes February on its own
+    # the branch: restored from the savepoint with 3 state partitions instead of 4 (rescaled),
+    # it processes February on its own
     (tmp_path / "branch.yaml").write_text(BRANCH.format(stats="flight_delays.stats.DepartureDelayStats"))
     branch = cli("run", "branch.yaml", "--config", str(branch_conf), "--state-dir", str(tmp_path / "branch-state"),
-                 "--kafka", bootstrap, "--exit-when-done", "--restore", f"stats={sp['path']}", cwd=tmp_path)
+                 "--kafka", bootstrap, "--exit-when-done", "--restore", f"stats={sp['path']}",
+                 "--state-partitions", "stats=3", cwd=tmp_path)
     assert branch.returncode == 0, branch.stdout[-3000:] + branch.stderr[-3000:]
-    assert "as a branch (new query ids)" in " ".join(branch.stdout.split())  # rich wraps long lines
+    said = " ".join(branch.stdout.split())  # rich wraps long lines
+    assert "as a branch (new query ids)" in said
+    assert re.search(r"repartitioned stats query 'out': 4 -> 3 state partitions \([\d,]+ state rows as of batch \d+; previous checkpoint in ", said), said
+    stats_out = tmp_path / "branch-state" / "checkpoints" / "flight-delays-whatif" / "stats" / "out"
+    last = max(int(p.name) for p in (stats_out / "offsets").iterdir() if p.name.isdigit())
+    assert '"spark.sql.shuffle.partitions":"3"' in (stats_out / "offsets" / str(last)).read_text()
     combined = tmp_path / "combined"
     combined.mkdir()
     for prefix, folder in (("a", snapshot), ("b", tmp_path / "branch-output")):

@@ -792,8 +792,9 @@ def test_savepoint_state_restore_and_upgrade_through_the_operator(api, cluster, 
         driver.stop()
 
     # restore: the next driver of flights checks and restores the savepoint once, then runs
-    restored = plugin(cluster, "restore", "flight-delays", "flights", sp["name"], "-n", ns)
+    restored = plugin(cluster, "restore", "flight-delays", "flights", sp["name"], "--state-partitions", "2", "-n", ns)
     assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert "with 2 state partitions" in restored.stdout
     # (upgrade mode savepoint: flights is not running now, so it upgrades with its last state)
     wait_for("restoreFrom in the run config", lambda: sp["location"] in __import__("base64").b64decode(
         secrets(core, ns)["flights"].data["run.json"]).decode(), timeout=90, op=operator)
@@ -806,5 +807,15 @@ def test_savepoint_state_restore_and_upgrade_through_the_operator(api, cluster, 
         assert second.proc.poll() is None, second.tail()
         assert marker.read_text().strip() == second.config.restore_from
         assert any(Path(second.config.checkpoint_root.rstrip("/") + f".replaced-{sp['name']}").glob("*/commits"))
+        assert second.config.state_partitions == 2
+
+        def pinned() -> set[str]:  # spark.sql.shuffle.partitions in each query's last offsets file
+            found = set()
+            for log in Path(second.config.checkpoint_root).glob("*/offsets"):
+                last = max(int(p.name) for p in log.iterdir() if p.name.isdigit())
+                found.add(json.loads((log / str(last)).read_text().splitlines()[1])["conf"]["spark.sql.shuffle.partitions"])
+            return found
+        wait_for("the restored checkpoints repartitioned", lambda: pinned() == {"2"}, timeout=120)
+        assert second.proc.poll() is None, second.tail()
     finally:
         second.stop()

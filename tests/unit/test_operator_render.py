@@ -229,6 +229,24 @@ def test_savepoint_settings_restore_and_upgrade_modes(built):
     assert hashes(body)["stats"] != before["stats"]
 
 
+def test_state_partitions_reach_the_driver_and_a_fresh_query(built):
+    body = copy.deepcopy(built)
+    assert run_config_of(body, "stats").state_partitions is None
+    streamlet(body, "stats")["statePartitions"] = 8
+    assert run_config_of(body, "stats").state_partitions == 8
+    apps = render.render_all(body, env={})["streamlets"]
+    spark_conf = apps["stats"][1]["spec"]["sparkConf"]
+    assert spark_conf["spark.sql.shuffle.partitions"] == "8"  # a first batch pins the same number
+    assert "spark.sql.shuffle.partitions" not in apps["files"][1]["spec"]["sparkConf"]
+    streamlet(body, "stats")["sparkConf"] = {"spark.sql.shuffle.partitions": "5"}  # statePartitions wins: they agree
+    assert render.render_all(body, env={})["streamlets"]["stats"][1]["spec"]["sparkConf"]["spark.sql.shuffle.partitions"] == "8"
+    # rescaling is not a new application: upgrade mode stateless keeps the state
+    body["spec"]["upgradeMode"] = "stateless"
+    token = run_config_of(body, "stats").reset_state_token
+    streamlet(body, "stats")["statePartitions"] = 2
+    assert run_config_of(body, "stats").reset_state_token == token
+
+
 def test_control_topics_are_wanted_and_bindable(built):
     spec = copy.deepcopy(built["spec"])
     wanted = {t.name: t for t in topics.desired_topics(spec)}
