@@ -292,7 +292,9 @@ def _building(path: Path, tag: str) -> Path:
 
 def _recover(path: Path) -> None:
     """Finish a swap a crash interrupted (a complete build, the checkpoint already moved aside),
-    and drop unfinished builds."""
+    and drop unfinished builds and scratch folders."""
+    for scratch in path.parent.glob(f".{path.name}.scratch-*"):
+        shutil.rmtree(scratch, ignore_errors=True)
     for build in sorted(path.parent.glob(f".{path.name}.repartition-*")):
         if not path.exists() and (build / _COMPLETE).is_file():
             build.rename(path)

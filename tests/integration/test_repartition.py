@@ -201,6 +201,7 @@ def test_a_streamlet_is_repartitioned_before_it_starts_and_a_crash_mid_swap_is_f
     (build / _COMPLETE).write_text("")
     (root / ".out.repartition-half").mkdir()  # an unfinished build
     (root / ".out.repartition-half" / "metadata").write_text("{}")
+    (root / ".out.scratch-half").mkdir()  # and its scratch folder
     assert query_folders(LocalStorage(), str(root)) == []
     assert repartition_streamlet(spark, run.model_copy(update={"state_partitions": 5}))[0].startswith(
         "query 'out': 3 -> 5 state partitions")
