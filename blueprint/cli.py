@@ -116,6 +116,8 @@ def run(
                     restores, savepoints, branch, partitions)
     except KeyboardInterrupt:
         code = 130
+    except typer.Exit:  # a usage error already said in one line
+        raise
     except Exception as e:  # a bug of ours or an unexpected environment problem: one line, no traceback
         print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
         code = EXIT_USAGE

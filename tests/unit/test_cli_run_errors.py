@@ -39,3 +39,18 @@ def test_unknown_streamlet_in_override_names_it(tmp_path):
 def test_missing_config_file_is_a_usage_error(tmp_path):
     result = run(str(NUMBERS / "blueprint.yaml"), "--config", str(tmp_path / "missing.conf"))
     assert result.returncode == 2 and "missing.conf" in result.stderr
+
+
+def test_malformed_restore_and_state_partitions_are_one_usage_line(tmp_path):
+    for option, value in (("--restore", "stats"), ("--state-partitions", "stats"), ("--state-partitions", "stats=0")):
+        result = run(str(NUMBERS / "blueprint.yaml"), "--state-dir", str(tmp_path / "state"), option, value)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.startswith(f"error: {option} {value!r}: expected STREAMLET=")
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_state_partitions_for_an_unknown_streamlet_starts_nothing(tmp_path):
+    result = run(str(NUMBERS / "blueprint.yaml"), "--state-dir", str(tmp_path / "state"), "--state-partitions", "nope=3")
+    assert result.returncode == 1
+    assert result.stderr.strip() == "error: --state-partitions names no streamlet of the blueprint: nope"
+    assert not (tmp_path / "state").exists()
