@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .storage import LocalStorage, free_name
+from .savepoint import query_folders
+from .storage import LocalStorage, free_name, is_local, local_path
 from .state_export import StateExportError, _checkpoint_dir, _numbered, _read_raw, stateful_operators
 
 if TYPE_CHECKING:
@@ -124,8 +125,13 @@ def _writer(spark: "SparkSession") -> Any:
     return _writer_cache[key]
 
 
-def _read_log(path: Path) -> list[str]:
-    return path.read_text().splitlines()
+def _read_log(path: Path) -> tuple[list[str], dict[str, Any]]:
+    """A Spark log file (`v1`, then a JSON line, then more lines): its lines and its JSON."""
+    try:
+        lines = path.read_text().splitlines()
+        return lines, json.loads(lines[1])
+    except (OSError, IndexError, ValueError) as e:
+        raise RepartitionError(f"{path} cannot be read ({e}): the checkpoint is damaged; not touched") from None
 
 
 def _operator_metadata(state_dir: Path, operator_id: int) -> dict[str, Any]:
@@ -136,8 +142,7 @@ def _operator_metadata(state_dir: Path, operator_id: int) -> dict[str, Any]:
                                "which has column families: export its state and import it into a fresh query instead")
     if not meta.is_file():
         raise RepartitionError(f"{meta} is missing: the operator's metadata (written by Spark 3.5 and later) is needed")
-    lines = _read_log(meta)
-    return json.loads(lines[1])
+    return _read_log(meta)[1]
 
 
 def _check_operators(spark: "SparkSession", path: Path, batch: int, old: int) -> list[dict[str, Any]]:
@@ -233,7 +238,7 @@ def _copy_without_state_versions(src: Path, dst: Path) -> None:
     def ignore(folder: str, names: list[str]) -> list[str]:
         rel = Path(folder).relative_to(src).parts
         in_partition = len(rel) == 3 and rel[0] == "state" and rel[2].isdigit()
-        return [n for n in names if in_partition and n.lstrip(".").endswith(_VERSION_SUFFIXES)] if in_partition else []
+        return [n for n in names if n.lstrip(".").endswith(_VERSION_SUFFIXES)] if in_partition else []
 
     shutil.copytree(src, dst, ignore=ignore)
 
@@ -249,9 +254,9 @@ def repartition_streamlet(spark: "SparkSession", run: "StreamletRunConfig") -> l
     """
     if not run.state_partitions:
         return []
-    if "://" in run.checkpoint_root and not run.checkpoint_root.startswith("file:///"):
+    if not is_local(run.checkpoint_root):
         raise RepartitionError(f"{run.checkpoint_root}: repartitioning works on local checkpoint folders only")
-    root = Path(run.checkpoint_root.removeprefix("file://"))
+    root = local_path(run.checkpoint_root)
     done = []
     for query in _query_names(root):
         checkpoint = root / query
@@ -277,9 +282,7 @@ def repartition_streamlet(spark: "SparkSession", run: "StreamletRunConfig") -> l
 
 def _query_names(root: Path) -> list[str]:
     """Query checkpoints under a streamlet's root, and queries a crash left mid-swap."""
-    if not root.is_dir():
-        return []
-    names = {p.name for p in root.iterdir() if not p.name.startswith(".") and (p / "metadata").is_file()}
+    names = set(query_folders(LocalStorage(), str(root)))
     names |= {p.name[1:].split(".repartition-")[0] for p in root.glob(".*.repartition-*")}
     return sorted(names)
 
@@ -308,16 +311,12 @@ class _Plan:
     path: Path
     batch: int
     offsets: list[str]  # offsets/N's lines: version, metadata JSON, one per source
-    conf: dict[str, str]  # the settings Spark pinned in offsets/N
+    meta: dict[str, Any]  # offsets/N's metadata; its `conf` holds the settings Spark pinned
     result: Repartitioned
 
-
-def _log_json(path: Path) -> dict[str, Any]:
-    """The JSON line of a Spark log file (`v1` then JSON...)."""
-    try:
-        return json.loads(_read_log(path)[1])
-    except (OSError, IndexError, ValueError) as e:
-        raise RepartitionError(f"{path} cannot be read ({e}): the checkpoint is damaged; not touched") from None
+    @property
+    def conf(self) -> dict[str, str]:
+        return self.meta.get("conf", {})
 
 
 def plan_repartition(checkpoint: str | Path, partitions: int) -> _Plan:
@@ -339,13 +338,13 @@ def plan_repartition(checkpoint: str | Path, partitions: int) -> _Plan:
     if planned and planned[-1] > batch:
         raise RepartitionError(f"{path}: batch {planned[-1]} was planned but not committed (the query stopped mid-batch); "
                                "run the query until it commits, or restore a savepoint, then repartition")
-    if _log_json(path / "commits" / str(batch)).get("stateUniqueIds"):
+    if _read_log(path / "commits" / str(batch))[1].get("stateUniqueIds"):
         raise RepartitionError(f"{path}: the state files carry unique ids (state store checkpoint format version 2); "
                                "repartitioning supports format version 1 (Spark's default) only")
-    offsets = _read_log(path / "offsets" / str(batch))
-    conf = _log_json(path / "offsets" / str(batch)).get("conf", {})
+    offsets, meta = _read_log(path / "offsets" / str(batch))
+    conf = meta.get("conf", {})
     old = int(conf.get(SHUFFLE_PARTITIONS, "0") or 0)
-    plan = _Plan(path, batch, offsets, conf, Repartitioned(str(path), batch, old, partitions))
+    plan = _Plan(path, batch, offsets, meta, Repartitioned(str(path), batch, old, partitions))
     if old != partitions and conf.get(PROVIDER, HDFS_PROVIDER) != HDFS_PROVIDER:
         raise RepartitionError(
             f"{path}: the state is kept by {conf[PROVIDER].rsplit('.', 1)[-1]}; repartitioning supports the HDFS-backed "
@@ -390,8 +389,7 @@ def repartition_checkpoint(spark: "SparkSession", checkpoint: str | Path, partit
             op_meta_path.write_text("v1\n" + json.dumps(op_meta, separators=(",", ":")))
             op_meta_path.with_name(".metadata.crc").unlink(missing_ok=True)
         # Spark pins the settings of the last batch on restart: the new partition count goes there
-        meta = json.loads(offsets[1])
-        meta["conf"] = {**conf, SHUFFLE_PARTITIONS: str(partitions)}
+        meta = {**plan.meta, "conf": {**conf, SHUFFLE_PARTITIONS: str(partitions)}}
         (building / "offsets" / str(batch)).write_text(
             "\n".join([offsets[0], json.dumps(meta, separators=(",", ":")), *offsets[2:]]))
         (building / "offsets" / f".{batch}.crc").unlink(missing_ok=True)
