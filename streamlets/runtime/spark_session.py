@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
-from .cache import cache_root
+from ..cache import cache_root
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -140,12 +140,12 @@ def build_spark_session(
 
 
 def _resolve_main() -> None:
-    """`python -m streamlets.spark_session --resolve`: fetch the connectors into the cache."""
+    """`python -m streamlets.runtime.spark_session --resolve`: fetch the connectors into the cache."""
     import sys
     import time
 
     if "--resolve" not in sys.argv[1:]:
-        print("usage: python -m streamlets.spark_session --resolve", file=sys.stderr)
+        print("usage: python -m streamlets.runtime.spark_session --resolve", file=sys.stderr)
         raise SystemExit(2)
     start = time.time()
     spark = build_spark_session("resolve-connectors", master="local[1]")

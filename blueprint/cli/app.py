@@ -17,10 +17,10 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from .loader import BlueprintError, BlueprintReadError, load_blueprint
-from .model import Blueprint
-from .problems import GROUPS, Problem, make_problem, report_order
-from .verify import verify as verify_blueprint
+from ..loader import BlueprintError, BlueprintReadError, load_blueprint
+from ..model import Blueprint
+from ..problems import GROUPS, Problem, make_problem, report_order
+from ..verify import verify as verify_blueprint
 
 EXIT_SOUND, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
@@ -130,9 +130,9 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
          state_partitions: dict[str, int] | None = None) -> int:
     import shutil
 
-    from .loader import import_streamlets
-    from .sandbox.kafka_broker import BrokerError
-    from .sandbox.run import Sandbox, SandboxError, SandboxOptions
+    from ..loader import import_streamlets
+    from ..sandbox.kafka_broker import BrokerError
+    from ..sandbox.run import Sandbox, SandboxError, SandboxOptions
 
     try:
         blueprint = load_blueprint(file)
@@ -169,8 +169,8 @@ REPORT_VERSION = 1  # of the JSON report; its schema is blueprint/verify-report.
 
 
 def _verify(file: Path, fmt: OutputFormat, strict: bool, config: Path | None, overrides: list[str]) -> int:
-    from .configcheck import ConfigReadError, check_config, parse_overrides, read_entries
-    from .verify import check, resolve
+    from ..configcheck import ConfigReadError, check_config, parse_overrides, read_entries
+    from ..verify import check, resolve
 
     blueprint: Blueprint | None = None
     try:
@@ -303,14 +303,14 @@ def _build(file: Path, image: str, confs: list[Path], overrides: list[str], kafk
 
 def render_resource(file: Path, image: str, confs: list[Path], overrides: list[str], kafka: str | None,
                     namespace: str | None) -> dict | int:
-    """The StreamletApplication of a blueprint (see blueprint.build), or the exit status after
+    """The StreamletApplication of a blueprint (see blueprint.deploy.build), or the exit status after
     printing why there is none (problems as verify's report on stderr: 1; usage or I/O: 2).
     Shared by `blueprint build` and `kubectl streamlets deploy`."""
     from streamlets.names import is_dns_label
 
-    from .build import BuildError, build_resource
-    from .configcheck import ConfigReadError, parse_overrides, read_entries
-    from .verify import resolve
+    from ..deploy.build import BuildError, build_resource
+    from ..configcheck import ConfigReadError, parse_overrides, read_entries
+    from ..verify import resolve
 
     def usage(message: str) -> int:
         print(f"error: {message}", file=sys.stderr)
@@ -375,8 +375,8 @@ def graph(
     `blueprint verify` says what is wrong. Exit codes: 0 drawn, 1 the file is no blueprint,
     2 usage or I/O error (unreadable file, Graphviz missing, output not writable).
     """
-    from .graph import GraphvizError, build_graph, render_image, to_dot, to_mermaid, to_text
-    from .loader import import_streamlets
+    from ..graph import GraphvizError, build_graph, render_image, to_dot, to_mermaid, to_text
+    from ..loader import import_streamlets
 
     def fail(message: str, code: int) -> None:
         print(f"error: {message}", file=sys.stderr)
@@ -427,7 +427,7 @@ def graph(
         fail(f"internal error while drawing {file}: {type(e).__name__}: {e}", EXIT_USAGE)
 
 
-from .state_cli import control, savepoint_app, state_app  # noqa: E402  (the commands register below)
+from .state import control, savepoint_app, state_app  # noqa: E402  (the commands register below)
 
 app.add_typer(savepoint_app, name="savepoint")
 app.add_typer(state_app, name="state")

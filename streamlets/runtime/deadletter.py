@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from .codec import MALFORMED, RECORD, decode_value
-from .schema import AvroSchema, decode
+from ..schema import AvroSchema, decode
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
