@@ -93,7 +93,11 @@ CODES: dict[str, Code] = {
     "incompatible-schema": Code("error", "schemas", "an inlet cannot read what a producer of its topic writes (Avro schema resolution)",
                                 "a reader may add fields only with a default, drop fields, and widen types: "
                                 "int -> long -> float -> double, string <-> bytes"),
-    "producers-disagree": Code("error", "schemas", "producers of one topic write different schemas",
+    "logical-type-mismatch": Code("error", "schemas", "an inlet would read a field of a producer with another Avro logical type "
+                                  "(decimal precision or scale, timestamp unit, date, uuid...): the value changes its meaning",
+                                  "give the reader the writer's logical type (a decimal: the same precision and scale); "
+                                  "to change a field's meaning, add a field under a new name"),
+    "producers-disagree": Code("error", "schemas", "producers of one topic write different schemas (or logical types)",
                                "values carry no schema id, so a topic holds one writer schema: "
                                "give the producers the same schema, or use one topic each"),
     "uncomparable-schema": Code("warning", "schemas", "two schemas the Avro checker could not compare"),

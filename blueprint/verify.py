@@ -19,6 +19,7 @@ from streamlets.descriptor import InletDescriptor, OutletDescriptor, StreamletDe
 from streamlets.names import is_dns_label
 
 from .loader import _summary, import_streamlets
+from .logical_types import mismatches as logical_mismatches
 from .model import KAFKA_TOPIC_NAME_MAX, Blueprint, Located, PortPath, PortRef, Topic, is_kafka_topic_name
 from .problems import Problem, make_problem, report_order
 
@@ -311,21 +312,40 @@ def check_producer_schemas(r: Resolved) -> list[Problem]:
                                      f"`{other.path}` ({other.port.schema_name}) write different schemas "
                                      f"(fingerprints {first.port.fingerprint} and {other.port.fingerprint})",
                                      other.ref))
+                continue
+            # Fingerprints (the Parsing Canonical Form) leave logical types out: compare those too.
+            differ = [f"field {m.field!r} is {m.reader} in `{other.path}` but {m.writer} in `{first.path}`"
+                      for m in logical_mismatches(first.port.schema_, other.port.schema_)]
+            if differ:
+                out.append(r.problem("producers-disagree",
+                                     f"topic {topic.id!r}: outlets `{first.path}` and `{other.path}` write "
+                                     f"{first.port.schema_name} with different logical types: {'; '.join(differ)}",
+                                     other.ref))
     return out
 
 
 def check_schemas(r: Resolved) -> list[Problem]:
     """Each producer's schema as writer against each consumer's schema as reader, per topic: the
-    direction data flows, so a consumer may lag a compatible evolution of its producer."""
+    direction data flows, so a consumer may lag a compatible evolution of its producer. Avro
+    resolution by underlying types (incompatible-schema), and the logical types of the fields
+    it pairs (logical-type-mismatch, blueprint.logical_types): one problem per field."""
     out = []
     compatibility: dict[tuple[str, str], str | Exception | None] = {}  # (reader, writer) fingerprints
     parsed: dict[str, object] = {}  # fingerprint -> the avro package's schema: parsing is most of the cost
+    logical: dict[tuple[int, int], list] = {}  # (reader, writer) schema dicts, by id: the descriptors hold them
     for topic in r.blueprint.topics.values():
         consumers = r.ok(topic, "consumers")
         for w in r.ok(topic, "producers"):
             for c in consumers:
+                key = (id(c.port.schema_), id(w.port.schema_))
+                if key not in logical:
+                    logical[key] = logical_mismatches(writer=w.port.schema_, reader=c.port.schema_)
+                out.extend(r.problem("logical-type-mismatch",
+                                     f"topic {topic.id!r}: inlet `{c.path}` ({c.port.schema_name}) would misread what "
+                                     f"outlet `{w.path}` ({w.port.schema_name}) writes: {m.message}", c.ref)
+                           for m in logical[key])
                 if w.port.fingerprint == c.port.fingerprint:
-                    continue
+                    continue  # the same schema but for logical types (the Parsing Canonical Form leaves them out)
                 pair = (c.port.fingerprint, w.port.fingerprint)
                 if pair not in compatibility:
                     try:
