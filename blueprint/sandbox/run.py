@@ -28,6 +28,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.live import Live
 
+from blueprint.logical_types import mismatches as logical_mismatches
 from blueprint.model import Blueprint
 from streamlets.config import StreamletConfig
 from streamlets.control import control_topic, results_topic
@@ -66,7 +67,8 @@ class SandboxError(Exception):
 
 def topic_bindings(bp: Blueprint, name: str, classes: dict[str, type]) -> tuple[dict[str, str], dict[str, dict]]:
     """Port -> Kafka topic of one streamlet instance, and inlet -> its producer's schema where
-    that differs from the inlet's (verify has checked that the two are compatible)."""
+    that differs from the inlet's, logical types included (verify has checked that the two are
+    compatible)."""
     topics: dict[str, str] = {}
     writers: dict[str, dict] = {}
     for topic in bp.topics.values():
@@ -84,7 +86,9 @@ def topic_bindings(bp: Blueprint, name: str, classes: dict[str, type]) -> tuple[
             inlet = classes[name].shape().inlet(path.port)
             if inlet is not None and len(producer_schemas) == 1:
                 (writer,) = producer_schemas.values()
-                if writer.fingerprint != inlet.schema.fingerprint:
+                # Fingerprints leave logical types out: a writer that differs only in those goes to
+                # the runtime too, which refuses to start rather than decode into another meaning.
+                if writer.fingerprint != inlet.schema.fingerprint or logical_mismatches(writer.schema, inlet.schema.schema):
                     writers[inlet.name] = writer.schema
     return topics, writers
 
