@@ -342,8 +342,12 @@ class _Reader:
 
     def boolean(self, node: yaml.Node, what: str) -> bool | None:
         value = self._construct(node)
+        hocon = self.path.suffix in HOCON_SUFFIXES
+        if isinstance(value, str) and hocon:
+            value = _hocon_boolean(value)  # HOCON's yes/no, on/off
         if not isinstance(value, bool):
-            self.note("wrong-type", f"{what} must be true or false, not {_kind(node)}", node)
+            allowed = "true or false (or yes/no, on/off)" if hocon else "true or false"
+            self.note("wrong-type", f"{what} must be {allowed}, not {_kind(node)}", node)
             return None
         return value
 
@@ -354,6 +358,19 @@ class _Reader:
             return self.constructor.construct_object(node, deep=True)
         except Exception:  # e.g. an int tag on text that is no number
             return None
+
+
+def _hocon_boolean(text: str) -> bool | None:
+    """`text` as a HOCON boolean by pyhocon's conversion (true/yes/on, false/no/off), else None."""
+    from pyhocon import ConfigTree
+    from pyhocon.exceptions import ConfigException
+
+    tree = ConfigTree()
+    tree.put("value", text)
+    try:
+        return tree.get_bool("value")
+    except ConfigException:
+        return None
 
 
 def _cloudflow_topic(node: yaml.MappingNode) -> yaml.MappingNode:
