@@ -9,7 +9,6 @@ checked by blueprint.configcheck against the same resolved blueprint.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from streamlets.names import is_dns_label
 from .loader import _summary, import_streamlets
 from .logical_types import mismatches as logical_mismatches
 from .model import KAFKA_TOPIC_NAME_MAX, Blueprint, Located, PortPath, PortRef, Topic, is_kafka_topic_name
-from .problems import Problem, make_problem, report_order
+from .problems import Problem, make_problem, report_order, suggest
 
 PortDescriptor = InletDescriptor | OutletDescriptor
 ROLE_OF = {"producers": "outlet", "consumers": "inlet"}  # what each side of a topic must name
@@ -173,8 +172,8 @@ def check_classes(r: Resolved) -> list[Problem]:
             out.extend(r.problem(p.code, f"streamlet {name!r} ({ref.class_name}): {p.message}", ref)
                        for p in error.problems)
             continue
-        hint = None
-        if code in ("module-not-found", "class-not-found"):
+        hint = getattr(error, "hint", None)  # the nearest names (loader.import_streamlets)
+        if hint is None and code in ("module-not-found", "class-not-found"):
             hint = f"class paths resolve against the blueprint's folder {r.blueprint.folder}"
         out.append(r.problem(code, f"streamlet {name!r}: {error}", ref, hint))
     return out
@@ -219,7 +218,7 @@ def check_port_paths(r: Resolved) -> list[Problem]:
 def check_unknown_streamlets(r: Resolved) -> list[Problem]:
     return [r.problem("unknown-streamlet",
                       f"topic {b.topic.id!r}: {b.ref.text!r} names no streamlet {b.path.streamlet!r}", b.ref,
-                      _suggest(b.path.streamlet, r.blueprint.streamlets, "streamlets"))
+                      suggest(b.path.streamlet, r.blueprint.streamlets, "streamlets"))
             for b in r.bindings if b.status == "unknown-streamlet"]
 
 
@@ -233,7 +232,7 @@ def check_unknown_ports(r: Resolved) -> list[Problem]:
         out.append(r.problem("unknown-port",
                              f"topic {b.topic.id!r}: streamlet {b.path.streamlet!r} ({d.class_name}) has no "
                              f"{b.wanted_role} {b.path.port!r}", b.ref,
-                             _suggest(b.path.port, names, f"{b.wanted_role}s of {b.path.streamlet!r}")))
+                             suggest(b.path.port, names, f"{b.wanted_role}s of {b.path.streamlet!r}")))
     return out
 
 
@@ -475,14 +474,6 @@ def _cycle_through(start: str, component: list[str], edges: dict[str, list[tuple
                     following.append(nxt)
         frontier = following
     return []
-
-
-def _suggest(name: str, known: Iterable[str], what: str) -> str:
-    known = sorted(known)
-    near = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
-    if near:
-        return "did you mean " + " or ".join(repr(n) for n in near) + "?"
-    return f"{what}: {', '.join(known)}" if known else f"there are no {what}"
 
 
 def _example(r: Resolved, role: str) -> str:
