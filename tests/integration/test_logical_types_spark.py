@@ -23,6 +23,7 @@ import uuid
 from decimal import Decimal
 
 import numpy as np
+import pyspark
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -40,7 +41,8 @@ from streamlets.transport import FileTransport
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 PAIRS_WANTED = int(os.environ.get("LOGICAL_TYPE_PAIRS", 1000))  # fewer only to debug the test itself
-EXAMPLES = PAIRS_WANTED * 2  # hypothesis repeats some pairs (the simplest ones first)
+BATCH = 5  # pairs per example: hypothesis's cost is mostly per example
+EXAMPLES = PAIRS_WANTED * 3 // (2 * BATCH)  # hypothesis repeats some pairs (the simplest ones first)
 ROWS = 2  # values per pair
 
 # --- leaf types: (kind, params) -------------------------------------------------------------------
@@ -56,6 +58,7 @@ UNDERLYING = {
 }
 PROMOTE = {"int": ("long", "float", "double"), "long": ("float", "double"), "float": ("double",),
            "string": ("bytes",), "bytes": ("string",)}
+ALL_KINDS = sorted(UNDERLYING)
 NUMERIC = [k for k, u in UNDERLYING.items() if u in ("int", "long", "float", "double", "boolean")]
 TEXTUAL = [k for k, u in UNDERLYING.items() if u in ("string", "bytes")]
 FIXED_PRECISION = {4: 9, 8: 18}  # fixed size -> the largest precision it holds
@@ -129,7 +132,7 @@ def decimal_params(draw, fixed_size: int | None = None):
 
 @st.composite
 def writer_leaf(draw, namer: Namer, kinds=None):
-    kind = draw(st.sampled_from(kinds or sorted(UNDERLYING)))
+    kind = draw(st.sampled_from(kinds or ALL_KINDS))
     if kind == "decimal":
         return ("leaf", kind, draw(decimal_params()))
     if kind == "decimal-fixed":
@@ -158,10 +161,10 @@ def reader_leaf(draw, w):
     if kind == "decimal-fixed":
         return w
     if choice == 9:  # any type: mostly one Avro cannot resolve
-        other = draw(st.sampled_from([k for k in sorted(UNDERLYING) if k not in ("decimal-fixed", "enum")]))
+        other = draw(st.sampled_from([k for k in ALL_KINDS if k not in ("decimal-fixed", "enum")]))
         return ("leaf", other, draw(decimal_params()) if other == "decimal" else {})
     targets = (UNDERLYING[kind], *PROMOTE.get(UNDERLYING[kind], ()))
-    other = draw(st.sampled_from([k for k in sorted(UNDERLYING) if UNDERLYING[k] in targets
+    other = draw(st.sampled_from([k for k in ALL_KINDS if UNDERLYING[k] in targets
                                   and k not in ("decimal-fixed", "enum")]))
     return ("leaf", other, draw(decimal_params()) if other == "decimal" else {})
 
@@ -201,6 +204,8 @@ def field_pair(draw, namer: Namer):
         return w, r
     if shape == "nullable":
         return ("union", [("null",), w]), ("union", draw(st.permutations([("null",), r])))
+    if shape == "array" and UNDERLYING[r[1]] == "double":
+        shape = "map"  # Avro 1.12.0 reads arrays of double as floats: test_arrays_of_double_keep_their_precision
     return (shape, w), (shape, r)
 
 
@@ -271,8 +276,19 @@ def leaf_values(kind: str, params: dict):
     raise AssertionError(kind)
 
 
+_VALUES: dict[str, st.SearchStrategy] = {}
+
+
 def values(tree):
-    """A strategy of tagged values: leaves as fastavro takes them, ("branch", i, value) for unions."""
+    """A strategy of tagged values: leaves as fastavro takes them, ("branch", i, value) for unions
+    (built once per tree: building and validating strategies costs more than drawing from them)."""
+    key = json.dumps(tree, default=str)
+    if key not in _VALUES:
+        _VALUES[key] = _values(tree)
+    return _VALUES[key]
+
+
+def _values(tree):
     tag = tree[0]
     if tag == "leaf":
         return leaf_values(tree[1], tree[2])
@@ -443,23 +459,23 @@ def test_what_verify_calls_compatible_decodes_on_spark_to_the_specifications_val
 
     @settings(max_examples=EXAMPLES, deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
-    @given(pair=schema_pairs(), data=st.data())
-    def judge(pair, data):
-        w, r = pair
-        drawn = [data.draw(values(w)) for _ in range(ROWS)]  # always: a replayed example draws the same
-        writer, reader = to_schema(w), to_schema(r)
-        key = json.dumps([writer, reader], sort_keys=True)
-        if key in seen:
-            return
-        seen.add(key)
-        problems = verify(topic_blueprint, port_classes(writer, reader))
-        errors = {p.code for p in problems if p.severity == "error"}
-        assert errors <= {"logical-type-mismatch", "incompatible-schema"}, problems
-        for code in errors:
-            verdicts[code] += 1
-        if not errors:
-            verdicts["compatible"] += 1
-            compatible.append((w, r, drawn))
+    @given(pairs=st.lists(schema_pairs(), min_size=BATCH, max_size=BATCH), data=st.data())
+    def judge(pairs, data):
+        for w, r in pairs:
+            drawn = [data.draw(values(w)) for _ in range(ROWS)]  # always: a replayed example draws the same
+            writer, reader = to_schema(w), to_schema(r)
+            key = json.dumps([writer, reader], sort_keys=True)
+            if key in seen:
+                continue
+            seen.add(key)
+            problems = verify(topic_blueprint, port_classes(writer, reader))
+            errors = {p.code for p in problems if p.severity == "error"}
+            assert errors <= {"logical-type-mismatch", "incompatible-schema"}, problems
+            for code in errors:
+                verdicts[code] += 1
+            if not errors:
+                verdicts["compatible"] += 1
+                compatible.append((w, r, drawn))
 
     judge()
 
@@ -557,3 +573,12 @@ def test_a_uuid_read_as_string_starts_and_reads_the_text(spark):
     row = decode_value(raw, r, permissive=False, writer=w).select(RECORD).collect()[0][RECORD]
     assert row["id"] == str(value)
 
+
+@pytest.mark.xfail(pyspark.__version__ == "4.0.0", strict=True,
+                   reason="AVRO-4108: Avro 1.12.0 (in PySpark 4.0.0) stores arrays of double as floats; fixed in 1.12.1")
+def test_arrays_of_double_keep_their_precision(spark):
+    schema = AvroSchema.load({"type": "record", "name": "A", "fields": [{"name": "xs", "type": {"type": "array", "items": "double"}}]})
+    xs = [0.1, 1e300, 2.0 ** 60 + 1.0]
+    raw = spark.createDataFrame([(encode(schema, {"xs": xs}),)], "value binary")
+    row = decode_value(raw, schema, permissive=False).select(RECORD).collect()[0][RECORD]
+    assert row["xs"] == xs
