@@ -477,9 +477,10 @@ def _class_path_hint(class_path: str, code: str, folder: Path) -> str:
         modules = [info.name for info in pkgutil.walk_packages([str(folder)], onerror=lambda _: None)]
     except (Exception, SystemExit):
         modules = []
-    if not nearest(module_name, modules):
+    alike = [m for m in modules if m.count(".") == module_name.count(".")] or modules  # a typo, not a level
+    if not nearest(module_name, alike):
         return f"class paths resolve against the blueprint's folder {folder}"
-    return suggest(module_name, modules, "modules", form=f"{{}}.{attr}")
+    return suggest(module_name, alike, "modules", form=f"{{}}.{attr}")
 
 
 def _is_streamlet_class(value: Any) -> bool:

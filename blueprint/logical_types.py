@@ -97,7 +97,12 @@ class LogicalType(NamedTuple):
     def key(self) -> tuple[str | None, str]:
         return self.name, self.underlying
 
-    def meaning(self) -> str:
+    @property
+    def meaning(self) -> tuple[str | None, int | None, int | None]:
+        """What a value means, the underlying type aside (int -> long is a promotion, not a change)."""
+        return self.name, self.precision, self.scale
+
+    def describe(self) -> str:
         """What the underlying value means, for messages: "milliseconds since 1970-01-01T00:00Z"."""
         if self.name is None:
             return f"plain {self.underlying} values"
@@ -210,7 +215,7 @@ def consequence(writer: LogicalType, reader: LogicalType) -> str:
                     f"decoding them fails (a dead letter, or the query stops)")
         return ("the Avro specification matches decimals only when precision and scale both match, "
                 "so a reader that follows it refuses these values")
-    text = f"{writer.meaning()} would be read as {reader.meaning()}"
+    text = f"{writer.describe()} would be read as {reader.describe()}"
     if writer.name == "decimal":
         sample = 1234
     elif writer.name is None:
@@ -311,7 +316,7 @@ class _Walk:
             self.pair(w.get("values"), wns, r.get("values"), rns, path + "{}")
         elif wt == rt or (wt, rt) in PROMOTIONS:
             lw, lr = logical_type(w), logical_type(r)
-            if lw is None or lr is None or lw == lr or (lw.key, lr.key) in SAFE_PAIRS:
+            if lw is None or lr is None or lw.meaning == lr.meaning or (lw.key, lr.key) in SAFE_PAIRS:
                 return
             self.out.append(Mismatch(path or "(the value)", lw, lr, consequence(lw, lr)))
 
