@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from streamlets.descriptor import InletDescriptor, OutletDescriptor, StreamletDescriptor
+from streamlets.logical_types import mismatches as logical_mismatches
 from streamlets.names import is_dns_label
 
 from .loader import _summary, import_streamlets
-from .logical_types import mismatches as logical_mismatches
 from .model import KAFKA_TOPIC_NAME_MAX, Blueprint, Located, PortPath, PortRef, Topic, is_kafka_topic_name
 from .problems import Problem, make_problem, report_order, suggest
 
@@ -327,7 +327,7 @@ def check_schemas(r: Resolved) -> list[Problem]:
     """Each producer's schema as writer against each consumer's schema as reader, per topic: the
     direction data flows, so a consumer may lag a compatible evolution of its producer. Avro
     resolution by underlying types (incompatible-schema), and the logical types of the fields
-    it pairs (logical-type-mismatch, blueprint.logical_types): one problem per field."""
+    it pairs (logical-type-mismatch, streamlets.logical_types): one problem per field."""
     out = []
     compatibility: dict[tuple[str, str], str | Exception | None] = {}  # (reader, writer) fingerprints
     parsed: dict[str, object] = {}  # fingerprint -> the avro package's schema: parsing is most of the cost

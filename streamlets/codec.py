@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import SchemaMismatchError
+from .logical_types import mismatches
 from .schema import AvroSchema
 
 if TYPE_CHECKING:
@@ -131,11 +132,9 @@ def encoded_length(record: "Column", schema: AvroSchema) -> "Column":
 def check_logical_types(writer: AvroSchema, reader: AvroSchema, where: str = "inlet") -> None:
     """Raise SchemaMismatchError if `reader` would read a field `writer` writes with another Avro
     logical type (decimal precision or scale, timestamp unit, date, uuid...: see
-    blueprint.logical_types, the check `blueprint verify` makes). Pure Python, no Spark: run
+    streamlets.logical_types, the check `blueprint verify` makes). Pure Python, no Spark: run
     before a query starts, so that no value is decoded into another meaning. `where` names the
     streamlet and inlet in the message."""
-    from blueprint.logical_types import mismatches
-
     found = mismatches(writer.schema, reader.schema)
     if found:
         raise SchemaMismatchError(

@@ -28,11 +28,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.live import Live
 
-from blueprint.logical_types import mismatches as logical_mismatches
 from blueprint.model import Blueprint
 from streamlets.config import StreamletConfig
 from streamlets.control import control_topic, results_topic
 from streamlets.errors import StreamletError
+from streamlets.logical_types import mismatches as logical_mismatches
 from streamlets.runconfig import StreamletRunConfig
 from streamlets.runner import start_control_listener
 

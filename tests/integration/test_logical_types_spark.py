@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from blueprint.loader import load_blueprint
-from blueprint.logical_types import logical_type
+from streamlets.logical_types import logical_type
 from blueprint.verify import verify
 from streamlets import AvroInlet, AvroOutlet, SchemaMismatchError, Streamlet
 from streamlets.codec import RECORD, decode_value

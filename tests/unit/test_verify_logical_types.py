@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from blueprint.loader import load_blueprint
-from blueprint.logical_types import mismatches, same_logical_types
+from streamlets.logical_types import mismatches, same_logical_types
 from blueprint.sandbox.run import topic_bindings
 from blueprint.verify import verify
 from streamlets import AvroInlet, AvroOutlet, Streamlet, VolumeMount

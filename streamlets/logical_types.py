@@ -14,8 +14,9 @@ the specification does not define, or one that is invalid for its underlying typ
 whose scale exceeds its precision, `date` on a long), is ignored and the underlying type used.
 Other logical types must be the same on both sides, except the pairs in SAFE_PAIRS.
 
-Pure Python on the schemas' JSON data (dicts as `AvroSchema.schema` holds them): no pyspark,
-so the verifier and the runtime's start-up check (streamlets.codec.decode_value) share it.
+Pure Python on the schemas' JSON data (dicts as `AvroSchema.schema` holds them), in the SDK's
+layer so that both `blueprint verify` and the runtime's start-up check
+(streamlets.codec.check_logical_types) use it; it imports no pyspark.
 """
 
 from __future__ import annotations
