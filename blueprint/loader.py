@@ -9,7 +9,6 @@ written, so YAML 1.1 surprises such as `on` -> True or `1.10` -> 1.1 cannot chan
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import re
 import sys
@@ -22,6 +21,7 @@ from pydantic import ValidationError
 from yaml.constructor import SafeConstructor
 
 from .model import Blueprint, LoadProblem, Located, PortRef, StreamletRef, Topic, dns_label_from
+from .problems import nearest, suggest
 
 if TYPE_CHECKING:
     from streamlets.loading import StreamletLoadError
@@ -319,8 +319,7 @@ class _Reader:
                 self.note(duplicate, f"{what}: {name!r} is given twice (first on line {first})", key)
                 continue
             if allowed is not None and name not in allowed:
-                near = difflib.get_close_matches(name, allowed, n=1)
-                hint = f"did you mean {near[0]!r}?" if near else f"expected one of: {', '.join(allowed)}"
+                hint = suggest(name, allowed, "expected one of")
                 self.note("unknown-key", f"{what}: unknown key {name!r} ({hint})", key)
                 continue
             out[name] = (key, value)
@@ -342,8 +341,12 @@ class _Reader:
 
     def boolean(self, node: yaml.Node, what: str) -> bool | None:
         value = self._construct(node)
+        hocon = self.path.suffix in HOCON_SUFFIXES
+        if isinstance(value, str) and hocon:
+            value = _hocon_boolean(value)  # HOCON's yes/no, on/off
         if not isinstance(value, bool):
-            self.note("wrong-type", f"{what} must be true or false, not {_kind(node)}", node)
+            allowed = "true or false (or yes/no, on/off)" if hocon else "true or false"
+            self.note("wrong-type", f"{what} must be {allowed}, not {_kind(node)}", node)
             return None
         return value
 
@@ -354,6 +357,19 @@ class _Reader:
             return self.constructor.construct_object(node, deep=True)
         except Exception:  # e.g. an int tag on text that is no number
             return None
+
+
+def _hocon_boolean(text: str) -> bool | None:
+    """`text` as a HOCON boolean by pyhocon's conversion (true/yes/on, false/no/off), else None."""
+    from pyhocon import ConfigTree
+    from pyhocon.exceptions import ConfigException
+
+    tree = ConfigTree()
+    tree.put("value", text)
+    try:
+        return tree.get_bool("value")
+    except ConfigException:
+        return None
 
 
 def _cloudflow_topic(node: yaml.MappingNode) -> yaml.MappingNode:
@@ -418,25 +434,58 @@ def import_streamlets(blueprint: Blueprint) -> dict[str, "type[Streamlet] | Stre
             if "." not in class_path and ":" not in class_path and class_path.isidentifier():
                 if by_name is None:
                     by_name = _streamlet_classes_in(blueprint.folder)
-                class_path = _resolve_bare_name(class_path, by_name.get(class_path, []), blueprint.folder)
+                class_path = _resolve_bare_name(class_path, by_name, blueprint.folder)
             out[name] = load_streamlet_class(class_path)
         except StreamletLoadError as e:
+            if e.code in ("module-not-found", "class-not-found") and "." in class_path.replace(":", "."):
+                e.hint = _class_path_hint(class_path, e.code, blueprint.folder)
             out[name] = e
         except (Exception, SystemExit) as e:  # the user's module failed while importing
             out[name] = _import_failure(e, class_path, folder)
     return out
 
 
-def _resolve_bare_name(class_name: str, candidates: list[str], folder: Path) -> str:
+def _resolve_bare_name(class_name: str, by_name: dict[str, list[str]], folder: Path) -> str:
     from streamlets.loading import StreamletLoadError
 
+    candidates = by_name.get(class_name, [])
     if len(candidates) == 1:
         return candidates[0]
     if not candidates:
-        raise StreamletLoadError(f"no Streamlet class named {class_name!r} in the modules of {folder}",
-                                 "class-not-found")
+        error = StreamletLoadError(f"no Streamlet class named {class_name!r} in the modules of {folder}",
+                                   "class-not-found")
+        error.hint = suggest(class_name, by_name, f"Streamlet classes in {folder}")
+        raise error
     raise StreamletLoadError(f"{class_name!r} is ambiguous: it names {', '.join(sorted(candidates))}",
                              "ambiguous-class")
+
+
+def _class_path_hint(class_path: str, code: str, folder: Path) -> str:
+    """The hint for a class path that does not resolve, with the nearest names as for ports
+    (problems.suggest): of the module's Streamlet classes for class-not-found, of the modules in
+    the blueprint's folder for module-not-found (else where class paths resolve)."""
+    import pkgutil
+
+    module_name, _, attr = class_path.replace(":", ".").rpartition(".")
+    if code == "class-not-found":
+        module = sys.modules.get(module_name)
+        names = [n for n, v in vars(module).items() if _is_streamlet_class(v)] if module is not None else []
+        return suggest(attr, names, f"Streamlet classes in module {module_name!r}",
+                       form=f"{module_name}.{{}}")
+    try:  # walking imports the folder's packages: one that fails on import is the user's to fix
+        modules = [info.name for info in pkgutil.walk_packages([str(folder)], onerror=lambda _: None)]
+    except (Exception, SystemExit):
+        modules = []
+    alike = [m for m in modules if m.count(".") == module_name.count(".")] or modules  # a typo, not a level
+    if not nearest(module_name, alike):
+        return f"class paths resolve against the blueprint's folder {folder}"
+    return suggest(module_name, alike, "modules", form=f"{{}}.{attr}")
+
+
+def _is_streamlet_class(value: Any) -> bool:
+    from streamlets.streamlet import Streamlet
+
+    return isinstance(value, type) and issubclass(value, Streamlet) and not value.is_abstract()
 
 
 def _streamlet_classes_in(folder: Path) -> dict[str, list[str]]:

@@ -7,7 +7,8 @@ and the README's table are kept in step with it by tests.
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+import difflib
+from typing import Iterable, Literal, NamedTuple
 
 from pydantic import BaseModel
 
@@ -93,7 +94,11 @@ CODES: dict[str, Code] = {
     "incompatible-schema": Code("error", "schemas", "an inlet cannot read what a producer of its topic writes (Avro schema resolution)",
                                 "a reader may add fields only with a default, drop fields, and widen types: "
                                 "int -> long -> float -> double, string <-> bytes"),
-    "producers-disagree": Code("error", "schemas", "producers of one topic write different schemas",
+    "logical-type-mismatch": Code("error", "schemas", "an inlet would read a field of a producer with another Avro logical type "
+                                  "(decimal precision or scale, timestamp unit, date, uuid...): the value changes its meaning",
+                                  "give the reader the writer's logical type (a decimal: the same precision and scale); "
+                                  "to change a field's meaning, add a field under a new name"),
+    "producers-disagree": Code("error", "schemas", "producers of one topic write different schemas (or logical types)",
                                "values carry no schema id, so a topic holds one writer schema: "
                                "give the producers the same schema, or use one topic each"),
     "uncomparable-schema": Code("warning", "schemas", "two schemas the Avro checker could not compare"),
@@ -135,3 +140,22 @@ def report_order(problems: list[Problem]) -> list[Problem]:
     order = {g: i for i, g in enumerate(GROUPS)}
     return sorted(problems, key=lambda p: (order.get(p.group, len(order)), p.severity != "error",
                                            p.file, p.line or 0, p.column or 0))
+
+
+def nearest(name: str, known: Iterable[str]) -> list[str]:
+    """The at most three of `known` nearest to a misspelt `name` (difflib's ratio of at least 0.6)."""
+    return difflib.get_close_matches(name, sorted(set(known)), n=3, cutoff=0.6)
+
+
+def suggest(name: str, known: Iterable[str], what: str, form: str = "{}") -> str:
+    """A hint for a misspelt name: "did you mean 'a' or 'b'?" naming the nearest of `known`
+    (see nearest), else "<what>: <all of them>", or "there are no <what>".
+
+    `form` shows each name (`"my_app.ingress.{}"` puts a module path before class names);
+    only the names themselves are compared.
+    """
+    known = sorted(set(known))
+    near = nearest(name, known)
+    if near:
+        return "did you mean " + " or ".join(repr(form.format(n)) for n in near) + "?"
+    return f"{what}: {', '.join(form.format(n) for n in known)}" if known else f"there are no {what}"

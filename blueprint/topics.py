@@ -7,6 +7,7 @@ dead-letter topic is `<app>.dead-letters`; the control stream's are `<app>.contr
 
 from __future__ import annotations
 
+from streamlets.logical_types import mismatches as logical_mismatches
 from streamlets.runtime.control import control_topic, results_topic
 
 from .model import Blueprint
@@ -29,7 +30,8 @@ def application_topics(bp: Blueprint) -> list[tuple[str, int, dict[str, str]]]:
 
 def topic_bindings(bp: Blueprint, name: str, classes: dict[str, type]) -> tuple[dict[str, str], dict[str, dict]]:
     """Port -> Kafka topic of one streamlet instance, and inlet -> its producer's schema where
-    that differs from the inlet's (verify has checked that the two are compatible)."""
+    that differs from the inlet's, logical types included (verify has checked that the two are
+    compatible)."""
     topics: dict[str, str] = {}
     writers: dict[str, dict] = {}
     for topic in bp.topics.values():
@@ -47,6 +49,8 @@ def topic_bindings(bp: Blueprint, name: str, classes: dict[str, type]) -> tuple[
             inlet = classes[name].shape().inlet(path.port)
             if inlet is not None and len(producer_schemas) == 1:
                 (writer,) = producer_schemas.values()
-                if writer.fingerprint != inlet.schema.fingerprint:
+                # Fingerprints leave logical types out: a writer that differs only in those goes to
+                # the runtime too, which refuses to start rather than decode into another meaning.
+                if writer.fingerprint != inlet.schema.fingerprint or logical_mismatches(writer.schema, inlet.schema.schema):
                     writers[inlet.name] = writer.schema
     return topics, writers

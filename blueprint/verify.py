@@ -9,18 +9,18 @@ checked by blueprint.configcheck against the same resolved blueprint.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from streamlets.descriptor import InletDescriptor, OutletDescriptor, StreamletDescriptor
+from streamlets.logical_types import mismatches as logical_mismatches
 from streamlets.names import is_dns_label
 
 from .loader import _summary, import_streamlets
 from .model import KAFKA_TOPIC_NAME_MAX, Blueprint, Located, PortPath, PortRef, Topic, is_kafka_topic_name
-from .problems import Problem, make_problem, report_order
+from .problems import Problem, make_problem, report_order, suggest
 
 PortDescriptor = InletDescriptor | OutletDescriptor
 ROLE_OF = {"producers": "outlet", "consumers": "inlet"}  # what each side of a topic must name
@@ -172,8 +172,8 @@ def check_classes(r: Resolved) -> list[Problem]:
             out.extend(r.problem(p.code, f"streamlet {name!r} ({ref.class_name}): {p.message}", ref)
                        for p in error.problems)
             continue
-        hint = None
-        if code in ("module-not-found", "class-not-found"):
+        hint = getattr(error, "hint", None)  # the nearest names (loader.import_streamlets)
+        if hint is None and code in ("module-not-found", "class-not-found"):
             hint = f"class paths resolve against the blueprint's folder {r.blueprint.folder}"
         out.append(r.problem(code, f"streamlet {name!r}: {error}", ref, hint))
     return out
@@ -218,7 +218,7 @@ def check_port_paths(r: Resolved) -> list[Problem]:
 def check_unknown_streamlets(r: Resolved) -> list[Problem]:
     return [r.problem("unknown-streamlet",
                       f"topic {b.topic.id!r}: {b.ref.text!r} names no streamlet {b.path.streamlet!r}", b.ref,
-                      _suggest(b.path.streamlet, r.blueprint.streamlets, "streamlets"))
+                      suggest(b.path.streamlet, r.blueprint.streamlets, "streamlets"))
             for b in r.bindings if b.status == "unknown-streamlet"]
 
 
@@ -232,7 +232,7 @@ def check_unknown_ports(r: Resolved) -> list[Problem]:
         out.append(r.problem("unknown-port",
                              f"topic {b.topic.id!r}: streamlet {b.path.streamlet!r} ({d.class_name}) has no "
                              f"{b.wanted_role} {b.path.port!r}", b.ref,
-                             _suggest(b.path.port, names, f"{b.wanted_role}s of {b.path.streamlet!r}")))
+                             suggest(b.path.port, names, f"{b.wanted_role}s of {b.path.streamlet!r}")))
     return out
 
 
@@ -311,21 +311,40 @@ def check_producer_schemas(r: Resolved) -> list[Problem]:
                                      f"`{other.path}` ({other.port.schema_name}) write different schemas "
                                      f"(fingerprints {first.port.fingerprint} and {other.port.fingerprint})",
                                      other.ref))
+                continue
+            # Fingerprints (the Parsing Canonical Form) leave logical types out: compare those too.
+            differ = [f"field {m.field!r} is {m.reader} in `{other.path}` but {m.writer} in `{first.path}`"
+                      for m in logical_mismatches(first.port.schema_, other.port.schema_)]
+            if differ:
+                out.append(r.problem("producers-disagree",
+                                     f"topic {topic.id!r}: outlets `{first.path}` and `{other.path}` write "
+                                     f"{first.port.schema_name} with different logical types: {'; '.join(differ)}",
+                                     other.ref))
     return out
 
 
 def check_schemas(r: Resolved) -> list[Problem]:
     """Each producer's schema as writer against each consumer's schema as reader, per topic: the
-    direction data flows, so a consumer may lag a compatible evolution of its producer."""
+    direction data flows, so a consumer may lag a compatible evolution of its producer. Avro
+    resolution by underlying types (incompatible-schema), and the logical types of the fields
+    it pairs (logical-type-mismatch, streamlets.logical_types): one problem per field."""
     out = []
     compatibility: dict[tuple[str, str], str | Exception | None] = {}  # (reader, writer) fingerprints
     parsed: dict[str, object] = {}  # fingerprint -> the avro package's schema: parsing is most of the cost
+    logical: dict[tuple[int, int], list] = {}  # (reader, writer) schema dicts, by id: the descriptors hold them
     for topic in r.blueprint.topics.values():
         consumers = r.ok(topic, "consumers")
         for w in r.ok(topic, "producers"):
             for c in consumers:
+                key = (id(c.port.schema_), id(w.port.schema_))
+                if key not in logical:
+                    logical[key] = logical_mismatches(writer=w.port.schema_, reader=c.port.schema_)
+                out.extend(r.problem("logical-type-mismatch",
+                                     f"topic {topic.id!r}: inlet `{c.path}` ({c.port.schema_name}) would misread what "
+                                     f"outlet `{w.path}` ({w.port.schema_name}) writes: {m.message}", c.ref)
+                           for m in logical[key])
                 if w.port.fingerprint == c.port.fingerprint:
-                    continue
+                    continue  # the same schema but for logical types (the Parsing Canonical Form leaves them out)
                 pair = (c.port.fingerprint, w.port.fingerprint)
                 if pair not in compatibility:
                     try:
@@ -455,14 +474,6 @@ def _cycle_through(start: str, component: list[str], edges: dict[str, list[tuple
                     following.append(nxt)
         frontier = following
     return []
-
-
-def _suggest(name: str, known: Iterable[str], what: str) -> str:
-    known = sorted(known)
-    near = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
-    if near:
-        return "did you mean " + " or ".join(repr(n) for n in near) + "?"
-    return f"{what}: {', '.join(known)}" if known else f"there are no {what}"
 
 
 def _example(r: Resolved, role: str) -> str:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-AccessMode = Literal["ReadWriteMany", "ReadOnlyMany", "ReadWriteOnce"]
-ACCESS_MODES: tuple[str, ...] = ("ReadWriteMany", "ReadOnlyMany", "ReadWriteOnce")
+AccessMode = Literal["ReadWriteMany", "ReadOnlyMany", "ReadWriteOnce", "ReadWriteOncePod"]
+# Kubernetes' access modes of a PersistentVolume (ReadWriteOncePod: stable since Kubernetes 1.29).
+ACCESS_MODES: tuple[str, ...] = ("ReadWriteMany", "ReadOnlyMany", "ReadWriteOnce", "ReadWriteOncePod")
 
 
 class VolumeMount:
     """A volume the streamlet needs: `name` (DNS label), absolute `path` in the container, and
-    the Kubernetes `access_mode`. In the local sandbox the path maps to a folder under the state
+    the Kubernetes `access_mode` (ACCESS_MODES; a ReadWriteOncePod claim is mounted in the
+    driver pod only, as one pod may use it, not in the executors). In the local sandbox the path maps to a folder under the state
     root (or one given in the run config: `streamlets.<name>.volume-mounts.<mount> = /some/dir`).
     """
 

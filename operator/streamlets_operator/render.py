@@ -225,22 +225,25 @@ def _pod(settings: dict[str, Any] | None) -> dict[str, Any]:
 def _volumes(app: str, spec: dict[str, Any], streamlet: dict[str, Any]) -> tuple[list[dict], list[dict], list[dict]]:
     """(volumes, driver mounts, executor mounts). The checkpoint claim is mounted at /checkpoints;
     a volume mount the spec maps to a claim mounts that claim; an unlisted one gets a folder of the
-    checkpoint claim (`volumes/<streamlet>/<mount>`)."""
+    checkpoint claim (`volumes/<streamlet>/<mount>`). A ReadWriteOncePod claim is mounted in the
+    driver only: Kubernetes lets one pod use it, so an executor mounting it would never start."""
     claim = claim_name(app, spec)
     volumes = [{"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": claim}}]
     mounts = [{"name": CHECKPOINT_VOLUME, "mountPath": CHECKPOINT_DIR}]
+    driver_only = []
     listed = streamlet.get("volumeMounts") or {}
     for i, m in enumerate((streamlet.get("descriptor") or {}).get("volume_mounts") or []):
         read_only = m.get("access_mode") == "ReadOnlyMany"
         if m["name"] in listed:
             vol = f"mount-{i}"
             volumes.append({"name": vol, "persistentVolumeClaim": {"claimName": listed[m["name"]], "readOnly": read_only}})
-            mounts.append({"name": vol, "mountPath": m["path"], "readOnly": read_only})
+            mount = {"name": vol, "mountPath": m["path"], "readOnly": read_only}
+            (driver_only if m.get("access_mode") == "ReadWriteOncePod" else mounts).append(mount)
         else:
             mounts.append({"name": CHECKPOINT_VOLUME, "mountPath": m["path"],
                            "subPath": f"volumes/{streamlet['name']}/{m['name']}"})
     volumes.append({"name": CONFIG_VOLUME, "secret": {"secretName": secret_name(app, streamlet["name"])}})
-    driver_mounts = [*mounts, {"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR, "readOnly": True}]
+    driver_mounts = [*mounts, *driver_only, {"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR, "readOnly": True}]
     return volumes, driver_mounts, mounts
 
 

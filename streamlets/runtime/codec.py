@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SchemaMismatchError
+from ..logical_types import mismatches
 from ..schema import AvroSchema
 
 if TYPE_CHECKING:
@@ -128,8 +129,22 @@ def encoded_length(record: "Column", schema: AvroSchema) -> "Column":
         return F.length(to_avro(record, schema.json))
 
 
+def check_logical_types(writer: AvroSchema, reader: AvroSchema, where: str = "inlet") -> None:
+    """Raise SchemaMismatchError if `reader` would read a field `writer` writes with another Avro
+    logical type (decimal precision or scale, timestamp unit, date, uuid...: see
+    streamlets.logical_types, the check `blueprint verify` makes). Pure Python, no Spark: run
+    before a query starts, so that no value is decoded into another meaning. `where` names the
+    streamlet and inlet in the message."""
+    found = mismatches(writer.schema, reader.schema)
+    if found:
+        raise SchemaMismatchError(
+            f"{where}: refusing to start: the producer's schema {writer.name} and the inlet's {reader.name} differ in "
+            f"logical types, so values would change their meaning: {'; '.join(m.message for m in found)}. "
+            f"Give the inlet the producer's logical types (`blueprint verify` reports this as logical-type-mismatch)")
+
+
 def decode_value(raw: "DataFrame", schema: AvroSchema, permissive: bool, writer: AvroSchema | None = None,
-                 check_trailing_bytes: bool = False) -> "DataFrame":
+                 check_trailing_bytes: bool = False, where: str = "inlet") -> "DataFrame":
     """`raw` (a Kafka-shaped DataFrame with a binary `value`) plus RECORD (the decoded struct)
     and, when permissive, MALFORMED (boolean: the value does not decode).
 
@@ -138,10 +153,14 @@ def decode_value(raw: "DataFrame", schema: AvroSchema, permissive: bool, writer:
     option as the reader schema), so a consumer may lag a compatible producer evolution.
     `check_trailing_bytes` also counts as malformed a value with bytes after a complete record
     (see encoded_length); it costs about a fifth of a simple map's throughput.
+    Raises SchemaMismatchError (naming `where`) before any decoding when `writer` and `schema`
+    differ in logical types (check_logical_types): Avro resolution would ignore them.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro
 
+    if writer is not None:
+        check_logical_types(writer, schema, where)
     options = {"mode": "PERMISSIVE" if permissive else "FAILFAST"}
     if writer is not None and writer.fingerprint != schema.fingerprint:
         options["avroSchema"] = schema.json

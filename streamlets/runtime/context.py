@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .codec import MALFORMED, decode_value, encode_outlet, record_columns
+from .codec import MALFORMED, check_logical_types, decode_value, encode_outlet, record_columns
 from ..config import StreamletConfig
 from .deadletter import DeadLetterWriter, InletRead, observation_name
 from ..ports import AvroInlet, AvroOutlet, Port
@@ -78,21 +78,27 @@ class StreamletContext:
         malformed values are left out of the DataFrame, counted in the observed metric
         `dead-letters:<inlet>` and written to the dead-letter topic; with "fail" the query stops on
         the first one (from_avro's FAILFAST). Reads from the earliest offset on a first start
-        (Kafka source `startingOffsets`), then from the checkpoint.
+        (Kafka source `startingOffsets`), then from the checkpoint. Raises SchemaMismatchError
+        before reading when the producer's schema (run config `writer_schemas`) differs from the
+        inlet's in logical types (codec.check_logical_types).
         """
         from pyspark.sql import functions as F
 
         topic = self.topic(inlet)
-        raw = self.transport.read_stream(self.spark, topic, self.run.max_offsets_per_trigger)
         writer = self.run.writer_schemas.get(inlet.name)
         writer_schema = AvroSchema.load(writer) if writer else None
+        where = f"streamlet {self.name!r}, inlet {inlet.name!r} (topic {topic!r})"
+        if writer_schema is not None:
+            check_logical_types(writer_schema, inlet.schema, where)  # before anything is read or registered
+        raw = self.transport.read_stream(self.spark, topic, self.run.max_offsets_per_trigger)
         if inlet.error_handling == "fail":
-            decoded = decode_value(raw.where(F.col("value").isNotNull()), inlet.schema, permissive=False, writer=writer_schema)
+            decoded = decode_value(raw.where(F.col("value").isNotNull()), inlet.schema, permissive=False, writer=writer_schema,
+                                   where=where)
             return record_columns(decoded, inlet.schema)
         self._inlet_reads.append(InletRead(self.name, inlet.name, topic, inlet.schema, writer_schema,
                                            inlet.check_trailing_bytes))
         decoded = decode_value(raw, inlet.schema, permissive=True, writer=writer_schema,
-                               check_trailing_bytes=inlet.check_trailing_bytes).observe(
+                               check_trailing_bytes=inlet.check_trailing_bytes, where=where).observe(
             observation_name(inlet.name),
             F.count(F.lit(1)).alias("records"),
             F.sum(F.col(MALFORMED).cast("long")).alias("malformed"),

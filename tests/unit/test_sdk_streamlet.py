@@ -74,7 +74,7 @@ def definition_error(body: str) -> str:
     ('m = VolumeMount("data", "/mnt/data/..")', "contains '..'"),
     ('m = VolumeMount("data", "/a")\nn = VolumeMount("data", "/b")', "volume mount 'data': declared twice"),
     ('m = VolumeMount("a", "/mnt/x")\nn = VolumeMount("b", "/mnt/x")', "volume mount 'b': path '/mnt/x' is used by another mount"),
-    ('m = VolumeMount("data", "/mnt/data", "ReadWriteSometimes")', "volume mount 'data': access mode must be one of ReadWriteMany, ReadOnlyMany, ReadWriteOnce"),
+    ('m = VolumeMount("data", "/mnt/data", "ReadWriteSometimes")', "volume mount 'data': access mode must be one of ReadWriteMany, ReadOnlyMany, ReadWriteOnce, ReadWriteOncePod"),
 ])
 def test_definition_errors_name_streamlet_and_part(body, expected):
     assert expected in definition_error(body)

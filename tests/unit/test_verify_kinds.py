@@ -6,6 +6,7 @@ the CLI's JSON report, which is validated against its published schema.
 
 import itertools
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from blueprint.cli import app
-from blueprint.problems import CODES
+from blueprint.problems import CODES, GROUPS
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "blueprint" / "verify-report.schema.json").read_text())
 runner = CliRunner()
@@ -30,8 +31,21 @@ R2 = {"type": "record", "name": "R", "namespace": "kinds", "fields": [{"name": "
 BROKEN = {"type": "record", "name": "R", "namespace": "kinds", "fields": [{"name": "a", "type": "string"}]}
 ODD = {"type": "record", "name": "R", "namespace": "1bad", "fields": [{"name": "a", "type": "int"}]}  # fastavro accepts it, the avro package not
 
+DEC2 = {"type": "record", "name": "P", "namespace": "kinds", "fields": [
+    {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}}]}
+DEC3 = {"type": "record", "name": "P", "namespace": "kinds", "fields": [
+    {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 3}}]}
+
 class Source(Streamlet):
     out = AvroOutlet("out", R)
+    def create_logic(self, ctx): pass
+
+class DecSource(Streamlet):
+    out = AvroOutlet("out", DEC2)
+    def create_logic(self, ctx): pass
+
+class DecSink(Streamlet):
+    inlet = AvroInlet("in", DEC3)
     def create_logic(self, ctx): pass
 
 class Source2(Streamlet):
@@ -175,6 +189,9 @@ CASES: dict[str, tuple] = {
     "empty-topic": (SOUND + "  spare: {}\n", None, {}, None, (6, 3), "topic 'spare' has no producers and no consumers"),
     "incompatible-schema": (SOUND.replace("K.Sink", "K.BrokenSink"), None, {}, None, (5, 41),
                             "field 'a' is string in the reader but int in the writer"),
+    "logical-type-mismatch": (SOUND.replace("K.Source", "K.DecSource").replace("K.Sink", "K.DecSink"), None, {}, None,
+                              (5, 41), "field 'amount' is decimal(10,2) in the writer but decimal(10,3) in the reader: "
+                                       "the reader scales the written digits by 10^-3 instead of 10^-2: 12.34 would arrive as 1.234"),
     "producers-disagree": (SOUND.replace("src: K.Source", "src: K.Source\n  src2: K.Source2")
                            .replace("producers: [src.out]", "producers: [src.out, src2.out]"), None, {}, None, (6, 28),
                            "outlets `src.out` (kinds.R) and `src2.out` (kinds.R) write different schemas"),
@@ -191,12 +208,20 @@ CASES: dict[str, tuple] = {
     "missing-config-value": (SOUND.replace("K.Sink", "K.Tuned"), None, {}, "streamlets.sink.spark { spark.x = 1 }\n",
                              (3, 3), "config parameter 'limit' (int32) has no default and no value"),
 }
+GROUPS_BY_HEADING = {heading: group for group, heading in GROUPS.items()}
 NOT_IN_TABLE = {"unreadable-file", "unreadable-config"}  # exit status 2: tested in test_cli_verify.py
 
 
 def test_every_code_has_a_case():
     assert set(CASES) | NOT_IN_TABLE == set(CODES)
     assert set(SCHEMA["$defs"]["problem"]["properties"]["code"]["enum"]) == set(CODES)
+
+
+def test_the_readme_table_is_the_registry():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    rows = [m.groups() for m in re.finditer(r"^\| ([^|]+) \| `([a-z-]+)` \| (error|warning) \| (.*) \|$", readme, re.M)]
+    table = {code: (GROUPS_BY_HEADING[group], severity, summary) for group, code, severity, summary in rows}
+    assert table == {code: (c.group, c.severity, c.summary) for code, c in CODES.items()}
 
 
 @pytest.mark.parametrize("code", sorted(CASES))

@@ -76,7 +76,7 @@ PARAM = st.one_of(
 )
 MOUNT = st.builds(lambda n, p, m: f"VolumeMount({n!r}, {p!r}, {m!r})", st.sampled_from(["data", "Data", "data"]),
                   st.sampled_from(["/mnt/data", "mnt", "", "/a/../b", "/mnt/data"]),
-                  st.sampled_from(["ReadWriteMany", "ReadOnlyMany", "Sometimes"]))
+                  st.sampled_from(["ReadWriteMany", "ReadOnlyMany", "ReadWriteOncePod", "Sometimes"]))
 
 
 @st.composite
