@@ -128,11 +128,10 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
          exit_when_done: bool, idle_seconds: float, trigger: str, timeout: float | None, fresh: bool,
          restores: dict[str, str] | None = None, savepoints: str | None = None, branch: bool = False,
          state_partitions: dict[str, int] | None = None) -> int:
-    import shutil
-
     from .loader import import_streamlets
     from .sandbox.kafka_broker import BrokerError
     from .sandbox.run import Sandbox, SandboxError, SandboxOptions
+    from .sandbox.statelock import StateFolderBusy, clear_state_folder
 
     try:
         blueprint = load_blueprint(file)
@@ -156,13 +155,16 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
                              restores=restores or {}, savepoints=savepoints, branch=branch,
                              state_partitions=state_partitions or {})
     sandbox = Sandbox(blueprint, classes, options)
-    if fresh and sandbox.state_dir.exists():
-        shutil.rmtree(sandbox.state_dir)
     try:
+        sandbox.lock.acquire()  # before anything in the state folder is read, created or deleted
+        if fresh:
+            clear_state_folder(sandbox.state_dir)
         return sandbox.run()
-    except (SandboxError, BrokerError) as e:
+    except (SandboxError, BrokerError, StateFolderBusy) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_PROBLEMS
+    finally:
+        sandbox.lock.release()
 
 
 REPORT_VERSION = 1  # of the JSON report; its schema is blueprint/verify-report.schema.json

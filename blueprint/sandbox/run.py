@@ -36,6 +36,7 @@ from streamlets.runconfig import StreamletRunConfig
 from streamlets.runner import start_control_listener
 
 from .localconfig import LocalConfigError, StreamletSettings, load_settings
+from .statelock import StateLock
 from .view import TopicRow, plain_line, render
 
 log = logging.getLogger("streamlets.sandbox")
@@ -139,6 +140,7 @@ class Sandbox:
         # Off a terminal (CI logs) a narrow default width would squeeze the final tables.
         self.console = console or Console(width=None if Console().is_terminal else 140)
         self.state_dir = (options.state_dir or Path.cwd() / ".streamlets" / bp.app_id).resolve()
+        self.lock = StateLock(self.state_dir, "blueprint run")  # one owner per state folder
         self.stop_requested = threading.Event()
         self.broker = None
         self.spark = None
@@ -199,7 +201,17 @@ class Sandbox:
     # --- run ------------------------------------------------------------------------------
 
     def run(self) -> int:
-        """Run the application; returns the exit status (0 done or stopped, 1 a query failed)."""
+        """Run the application; returns the exit status (0 done or stopped, 1 a query failed).
+
+        Takes the state folder's lock first (unless the caller holds it already) and releases it
+        after everything has stopped; StateFolderBusy if another process holds it."""
+        self.lock.acquire()
+        try:
+            return self._run()
+        finally:
+            self.lock.release()
+
+    def _run(self) -> int:
         from streamlets.runner import StreamletRuntime
         from streamlets.transport import KafkaTransport
 
