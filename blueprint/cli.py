@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sys
 from enum import Enum
 from pathlib import Path
@@ -132,6 +133,7 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
     from .loader import import_streamlets
     from .sandbox.kafka_broker import BrokerError
     from .sandbox.run import Sandbox, SandboxError, SandboxOptions
+    from .sandbox.diskspace import full_disk_message, is_full_disk_error
     from .sandbox.statelock import StateFolderBusy, clear_state_folder
 
     try:
@@ -175,6 +177,7 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
             print(f"error: {option} names no streamlet of the blueprint: {', '.join(unknown)}", file=sys.stderr)
             return EXIT_PROBLEMS
     sandbox = Sandbox(blueprint, classes, options)
+    logging.raiseExceptions = False  # a full disk is one line (below), not a traceback per failed log write
     try:
         sandbox.lock.acquire()  # before anything in the state folder is read, created or deleted
         if fresh:
@@ -182,6 +185,11 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
         return sandbox.run()
     except (SandboxError, BrokerError, StateFolderBusy) as e:
         print(f"error: {e}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    except Exception as e:
+        if not is_full_disk_error(e):
+            raise
+        print(f"error: {full_disk_message(sandbox.state_dir)}", file=sys.stderr)
         return EXIT_PROBLEMS
     finally:
         sandbox.lock.release()

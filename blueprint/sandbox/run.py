@@ -35,6 +35,7 @@ from streamlets.errors import StreamletError
 from streamlets.runconfig import StreamletRunConfig
 from streamlets.runner import start_control_listener
 
+from .diskspace import DiskWatch
 from .localconfig import LocalConfigError, StreamletSettings, load_settings
 from .statelock import StateLock
 from .view import TopicRow, plain_line, render
@@ -223,6 +224,10 @@ class Sandbox:
         if unknown:  # before anything starts or is restored
             raise SandboxError(f"--state-partitions names no streamlet of the blueprint: {', '.join(unknown)}")
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._disk = DiskWatch(self.state_dir)  # a full disk is named as such, with the folder
+        full = self._disk.check()
+        if full:
+            raise SandboxError(full)
         self._logging()
         runs = [
             run_config_for(self.bp, name, self.classes, settings[name], bootstrap="", state_dir=self.state_dir,
@@ -235,6 +240,8 @@ class Sandbox:
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             bootstrap = self._start_kafka()
+            if self.broker is not None:
+                self._disk.follow(self.broker.log_file)
             self.spark = self._start_spark()
             # PySpark's SparkContext installs its own SIGINT handler (cancel jobs, raise
             # KeyboardInterrupt); ours stops the queries first and then Spark, in order.
@@ -344,6 +351,11 @@ class Sandbox:
                 elif elapsed - last_plain >= 10:
                     last_plain = elapsed
                     self.console.print(plain_line(stats, topics, elapsed), highlight=False)
+                full = self._disk.check()
+                if full:
+                    self.console.print(f"[red]error:[/] {full}")
+                    status = 1
+                    break
                 failures = self.runtime.failed()
                 if failures:
                     for name, error in failures:
