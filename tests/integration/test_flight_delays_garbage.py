@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, Producer
 from sandbox_helpers import REPO, run_blueprint
 
 from streamlets.deadletter import DEAD_LETTER_SCHEMA
+from streamlets.kafka_logging import client_config
 from streamlets.schema import decode
 
 pytestmark = pytest.mark.integration
@@ -119,7 +120,7 @@ def test_ten_percent_garbage_on_flight_events_is_dead_lettered_and_windows_equal
     with KafkaBroker(tmp_path / "kafka") as broker:
         bootstrap = broker.bootstrap_servers
         create_topics(bootstrap, [(TOPIC, 3, {})])
-        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+        producer = Producer(client_config({"bootstrap.servers": bootstrap, "linger.ms": 20}))
         where: dict[tuple[int, int], bytes] = {}
 
         def delivered(err, msg):
@@ -138,7 +139,8 @@ def test_ten_percent_garbage_on_flight_events_is_dead_lettered_and_windows_equal
         actual, expected = load_results(tmp_path / "output"), reference_stats([1])
         assert not actual.empty and differences(actual, expected) == [] and len(actual) == len(expected)
 
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "garbage-check", "auto.offset.reset": "earliest"})
+        consumer = Consumer(client_config({"bootstrap.servers": bootstrap, "group.id": "garbage-check",
+                                            "auto.offset.reset": "earliest"}))
         consumer.subscribe(["flight-delays.dead-letters"])
         letters, quiet_until = [], time.time() + 90
         while time.time() < quiet_until:
