@@ -43,3 +43,14 @@ def record(*fields):
 ])
 def test_zero_size_arrays(schema, paths):
     assert avro_limits.zero_size_arrays(schema) == paths
+
+
+def test_dead_letter_error_names_the_limit_for_a_value_above_it():
+    from streamlets.deadletter import _describer
+    from streamlets.schema import AvroSchema, encode
+
+    schema = AvroSchema.load(record(("s", "string")))
+    describe = _describer(schema, limit=16)
+    assert "longer than the decoders' limit of 16" in describe(encode(schema, {"s": "x" * 20}))
+    assert "STREAMLETS_MAX_VALUE_BYTES" in describe(encode(schema, {"s": "x" * 20}))
+    assert describe(b"\xff\xff\xff\xff\x0f").startswith("not a valid Avro encoding of t.R: EOFError")
