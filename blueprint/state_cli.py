@@ -244,12 +244,13 @@ def repartition(
     from .sandbox.statelock import state_folder_of
 
     def body():
-        plan = plan_repartition(checkpoint, partitions)  # the file checks first: no Spark for a wrong path
-        if plan.result.from_partitions == partitions:
-            print(f"{plan.path} already has {partitions} state partitions; nothing changed")
-            return
+        # a checkpoint of a running sandbox is its, not ours: refused before anything is read
         with _state_lock(state_folder_of(Path(checkpoint)) if "://" not in checkpoint else None,
                          "blueprint state repartition"):
+            plan = plan_repartition(checkpoint, partitions)  # the file checks first: no Spark for a wrong path
+            if plan.result.from_partitions == partitions:
+                print(f"{plan.path} already has {partitions} state partitions; nothing changed")
+                return
             spark = build_spark_session("streamlets-state-repartition", master="local[2]")
             result = repartition_checkpoint(spark, checkpoint, partitions)
         rows = sum(result.rows.values())
