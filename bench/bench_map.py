@@ -332,7 +332,7 @@ class BaselineListener(BaselineSession):
     description = "b-session plus the runtime's ProgressMonitor (a Python StreamingQueryListener) on the session"
 
     def start(self, in_topic, out_topic, checkpoint):
-        from streamlets.monitor import ProgressMonitor
+        from streamlets.runtime.monitor import ProgressMonitor
 
         self.spark = self.session = self._root.newSession()
         self.monitor = ProgressMonitor(None)
@@ -365,7 +365,7 @@ class SdkFilter(Job):
     def start(self, in_topic, out_topic, checkpoint):
         from pyspark.sql import functions as F
 
-        from streamlets.codec import MALFORMED, decode_value, encode_outlet, record_columns
+        from streamlets.runtime.codec import MALFORMED, decode_value, encode_outlet, record_columns
 
         self._in_topic = in_topic
         schema, out_schema = Mapper.inlet.schema, Mapper.out.schema
@@ -382,8 +382,8 @@ class SdkObserve(Job):
     def start(self, in_topic, out_topic, checkpoint):
         from pyspark.sql import functions as F
 
-        from streamlets.codec import MALFORMED, decode_value, encode_outlet, record_columns
-        from streamlets.deadletter import observation_name
+        from streamlets.runtime.codec import MALFORMED, decode_value, encode_outlet, record_columns
+        from streamlets.runtime.deadletter import observation_name
 
         self._in_topic = in_topic
         schema, out_schema = Mapper.inlet.schema, Mapper.out.schema
@@ -405,7 +405,7 @@ def _decode_v1(raw, schema, trailing: bool):
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro, to_avro
 
-    from streamlets.codec import MALFORMED, RECORD
+    from streamlets.runtime.codec import MALFORMED, RECORD
 
     df = raw.withColumn(RECORD, from_avro(F.col("value"), schema.json, {"mode": "PERMISSIVE"}))
     all_null = F.lit(True)
@@ -425,7 +425,7 @@ def compact_malformed(dec, schema):
     are used more than once) and the generated code stays small. `dec` has RECORD and value."""
     from pyspark.sql import functions as F
 
-    from streamlets.codec import MALFORMED, RECORD
+    from streamlets.runtime.codec import MALFORMED, RECORD
 
     def varint(z):  # bytes of the varint of a zigzag value (a long read as unsigned)
         expr = F.when(z < F.lit(0), F.lit(10))
@@ -477,8 +477,8 @@ class SdkV1(Job):
     def start(self, in_topic, out_topic, checkpoint):
         from pyspark.sql import functions as F
 
-        from streamlets.codec import MALFORMED, encode_outlet, record_columns
-        from streamlets.deadletter import observation_name
+        from streamlets.runtime.codec import MALFORMED, encode_outlet, record_columns
+        from streamlets.runtime.deadletter import observation_name
 
         self._in_topic = in_topic
         schema, out_schema = Mapper.inlet.schema, Mapper.out.schema
@@ -506,8 +506,8 @@ class SdkCompact(SdkV1):
         from pyspark.sql import functions as F
         from pyspark.sql.avro.functions import from_avro
 
-        from streamlets.codec import MALFORMED, RECORD, encode_outlet, record_columns
-        from streamlets.deadletter import observation_name
+        from streamlets.runtime.codec import MALFORMED, RECORD, encode_outlet, record_columns
+        from streamlets.runtime.deadletter import observation_name
 
         self._in_topic = in_topic
         schema, out_schema = Mapper.inlet.schema, Mapper.out.schema
@@ -529,9 +529,9 @@ class StreamletJob(Job):
     streamlet_class = Mapper
 
     def start(self, in_topic, out_topic, checkpoint):
-        from streamlets.runconfig import StreamletRunConfig
-        from streamlets.runner import StreamletRuntime
-        from streamlets.transport import KafkaTransport
+        from streamlets.runtime.runconfig import StreamletRunConfig
+        from streamlets.runtime.runner import StreamletRuntime
+        from streamlets.runtime.transport import KafkaTransport
 
         run = StreamletRunConfig(
             app_id="bench", streamlet="mapper",
@@ -679,7 +679,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --records, --rounds and --partitions must be positive", file=sys.stderr)
         return 2
     from blueprint.sandbox.kafka_broker import KafkaBroker, create_topics
-    from streamlets.spark_session import build_spark_session
+    from streamlets.runtime.spark_session import build_spark_session
 
     # Spark's AvroSerializer warns once per task that the schema's non-nullable fields come from
     # nullable columns (true of both jobs); keep the table readable.

@@ -43,8 +43,8 @@ SPARK = ("sparkoperator.k8s.io", "v1beta2", "sparkapplications")
 
 def chain_application(n: int, kafka: str, folder: Path) -> dict:
     """A StreamletApplication of `n` streamlets in a chain (s-0 -> s-1 -> ...), built from a
-    blueprint with `blueprint.build` (classes generated here, so nothing is imported)."""
-    from blueprint.build import build_resource
+    blueprint with `blueprint.deploy.build` (classes generated here, so nothing is imported)."""
+    from blueprint.deploy.build import build_resource
     from blueprint.loader import load_blueprint
     from blueprint.verify import resolve
     from streamlets import AvroInlet, AvroOutlet, IntegerParameter, Streamlet

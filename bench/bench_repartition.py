@@ -6,10 +6,10 @@ For each size, the checkpoint of bench_savepoint.py (`groupBy(k).agg(count, sum)
 state store, 4 state partitions, `keys` state rows) is built once. Each round works on a fresh
 copy of it (not timed) and times:
 
-- repartition: `streamlets.repartition.repartition_checkpoint` from 4 to `--to` partitions
+- repartition: `streamlets.state.repartition.repartition_checkpoint` from 4 to `--to` partitions
   (the placement check, the state read, the JVM writer, the copy and swap);
 - baseline, in the same run: the Parquet state export of the same checkpoint
-  (`streamlets.state_export.export_state`), i.e. reading the same state with Spark's state data
+  (`streamlets.state.export.export_state`), i.e. reading the same state with Spark's state data
   source and writing it once - what the export-and-import alternative starts with.
 
 Each round also checks that the new state is complete and placed by `pmod(hash(key), to)`.
@@ -41,9 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--to", type=int, default=8, help="the new number of state partitions (from 4)")
     args = parser.parse_args(argv)
 
-    from streamlets.repartition import repartition_checkpoint
-    from streamlets.spark_session import build_spark_session
-    from streamlets.state_export import export_state
+    from streamlets.state.repartition import repartition_checkpoint
+    from streamlets.runtime.spark_session import build_spark_session
+    from streamlets.state.export import export_state
 
     spark = build_spark_session("bench-repartition", {"spark.sql.shuffle.partitions": "4"}, master="local[2]")
     results = []

@@ -7,10 +7,10 @@ partitions) runs `--batches` micro-batches over Parquet files of `keys` distinct
 same keys every batch, so the state holds `keys` rows and a delta file per batch and partition).
 Timed on its checkpoint:
 
-- savepoint: `streamlets.savepoint.take_savepoint` (list, filter the committed prefix, copy,
+- savepoint: `streamlets.state.savepoint.take_savepoint` (list, filter the committed prefix, copy,
   manifest);
 - baseline, in the same run: a plain copy of the whole checkpoint folder (`shutil.copytree`);
-- export: `streamlets.state_export.export_state` as JSON Lines and as Parquet (Spark's state
+- export: `streamlets.state.export.export_state` as JSON Lines and as Parquet (Spark's state
   data source; the session is warm), in state rows per second.
 
 Printed per size: checkpoint MB and files, medians of each, the ratio savepoint/copy.
@@ -83,9 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, default=3)
     args = parser.parse_args(argv)
 
-    from streamlets.savepoint import take_savepoint
-    from streamlets.spark_session import build_spark_session
-    from streamlets.state_export import export_state
+    from streamlets.state.savepoint import take_savepoint
+    from streamlets.runtime.spark_session import build_spark_session
+    from streamlets.state.export import export_state
 
     spark = build_spark_session("bench-savepoint", {"spark.sql.shuffle.partitions": "4"}, master="local[2]")
     results = []

@@ -36,8 +36,8 @@ def _variants():
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro
 
-    from streamlets.codec import MALFORMED, RECORD, decode_value, encode_outlet, record_columns
-    from streamlets.deadletter import observation_name
+    from streamlets.runtime.codec import MALFORMED, RECORD, decode_value, encode_outlet, record_columns
+    from streamlets.runtime.deadletter import observation_name
 
     schema, out_schema = bm.Mapper.inlet.schema, bm.Mapper.out.schema
     key = (bm.KEY_FIELD,)
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import pandas as pd
 
-    from streamlets.spark_session import build_spark_session
+    from streamlets.runtime.spark_session import build_spark_session
 
     os.environ.setdefault("STREAMLETS_SPARK_LOG_LEVEL", "ERROR")
     conf = {"spark.sql.execution.arrow.pyspark.enabled": "true"}

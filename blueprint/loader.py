@@ -24,7 +24,7 @@ from yaml.constructor import SafeConstructor
 from .model import Blueprint, LoadProblem, Located, PortRef, StreamletRef, Topic, dns_label_from
 
 if TYPE_CHECKING:
-    from streamlets.runner import StreamletLoadError
+    from streamlets.loading import StreamletLoadError
     from streamlets.streamlet import Streamlet
 
 TOP_LEVEL_KEYS = ("app-id", "streamlets", "topics")
@@ -404,8 +404,7 @@ def import_streamlets(blueprint: Blueprint) -> dict[str, "type[Streamlet] | Stre
     SyntaxError, StreamletDefinitionError, any exception, even SystemExit) becomes a
     StreamletLoadError whose message summarizes it and names the user's file and line.
     """
-    # Imported here: streamlets.runner imports pyspark (about a second, no JVM).
-    from streamlets.runner import StreamletLoadError, load_streamlet_class
+    from streamlets.loading import StreamletLoadError, load_streamlet_class
 
     folder = str(blueprint.folder)
     if folder not in sys.path:
@@ -429,7 +428,7 @@ def import_streamlets(blueprint: Blueprint) -> dict[str, "type[Streamlet] | Stre
 
 
 def _resolve_bare_name(class_name: str, candidates: list[str], folder: Path) -> str:
-    from streamlets.runner import StreamletLoadError
+    from streamlets.loading import StreamletLoadError
 
     if len(candidates) == 1:
         return candidates[0]
@@ -467,7 +466,7 @@ def _streamlet_classes_in(folder: Path) -> dict[str, list[str]]:
 
 def _import_failure(error: BaseException, class_path: str, folder: str) -> "StreamletLoadError":
     from streamlets.errors import StreamletDefinitionError
-    from streamlets.runner import StreamletLoadError
+    from streamlets.loading import StreamletLoadError
 
     module = class_path.replace(":", ".").rpartition(".")[0]
     if isinstance(error, StreamletDefinitionError):  # the class declares something invalid

@@ -15,12 +15,10 @@ COPY streamlets/ streamlets/
 COPY blueprint/ blueprint/
 COPY charts/streamlets-operator/crds/ charts/streamlets-operator/crds/
 COPY operator/ operator/
-# The package with the operator's dependencies (kopf, the Kubernetes and Kafka clients). The
-# operator's import package lives in operator/ (the standard library owns the name `operator`):
-# it is on the path whether or not the package build includes it.
+# The package with the operator (streamlets_operator, from operator/) and its dependencies (kopf,
+# the Kubernetes and Kafka clients), installed from the wheel: no PYTHONPATH patch.
 RUN pip install ".[operator]" \
- && python -c "import kopf, blueprint, streamlets"
-ENV PYTHONPATH=/opt/streamlets/operator
+ && cd / && python -c "import kopf, blueprint, streamlets, streamlets_operator"
 
 # Non-root, no shell login, nothing writable but /tmp (the chart mounts an emptyDir there and
 # sets readOnlyRootFilesystem).

@@ -41,7 +41,7 @@ COPY docker/runner.py /opt/streamlets/runner.py
 # pyspark from PyPI is the same 4.0.0 as /opt/spark: the driver's Python and the JVM agree.
 RUN pip install . \
  && mkdir -p /opt/app \
- && python -c "import streamlets.runner"
+ && python -c "import streamlets.runtime.runner"
 
 # Spark's conventional user (the entrypoint adds it to /etc/passwd when missing).
 RUN groupadd --system --gid 185 spark \

@@ -21,7 +21,7 @@ from .schema import SchemaError
 from .volumes import ACCESS_MODES, VolumeMount
 
 if TYPE_CHECKING:
-    from .context import StreamletContext
+    from .runtime.context import StreamletContext
 
 
 class StreamletShape:

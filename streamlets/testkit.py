@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .runconfig import StreamletRunConfig
-from .runner import StreamletRuntime
+from . import state  # noqa: F401  (registers the imported-state reader with the runtime)
+from .runtime.runconfig import StreamletRunConfig
+from .runtime.runner import StreamletRuntime
+from .runtime.transport import FileTransport
 from .schema import decode, encode
 from .streamlet import Streamlet
-from .transport import FileTransport
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -52,7 +53,7 @@ class TestkitResult:
 
 def spark_session() -> "SparkSession":
     """A local SparkSession with the connectors, for tests (shared within the process)."""
-    from .spark_session import build_spark_session
+    from .runtime.spark_session import build_spark_session
 
     return build_spark_session("streamlets-testkit", {"spark.sql.shuffle.partitions": "2"}, master="local[2]")
 

@@ -29,11 +29,11 @@ from rich.console import Console
 from rich.live import Live
 
 from blueprint.model import Blueprint
+from blueprint.topics import application_topics, dead_letter_topic, topic_bindings
 from streamlets.config import StreamletConfig
-from streamlets.control import control_topic, results_topic
 from streamlets.errors import StreamletError
-from streamlets.runconfig import StreamletRunConfig
-from streamlets.runner import start_control_listener
+from streamlets.runtime.runconfig import StreamletRunConfig
+from streamlets.runtime.runner import start_control_listener
 
 from .diskspace import DiskWatch
 from .localconfig import LocalConfigError, StreamletSettings, load_settings
@@ -64,31 +64,6 @@ class SandboxOptions:
 
 class SandboxError(Exception):
     """The application cannot start: a message naming what and where."""
-
-
-def topic_bindings(bp: Blueprint, name: str, classes: dict[str, type]) -> tuple[dict[str, str], dict[str, dict]]:
-    """Port -> Kafka topic of one streamlet instance, and inlet -> its producer's schema where
-    that differs from the inlet's (verify has checked that the two are compatible)."""
-    topics: dict[str, str] = {}
-    writers: dict[str, dict] = {}
-    for topic in bp.topics.values():
-        producer_schemas = {}
-        for ref in topic.producers:
-            p = ref.path
-            outlet = classes[p.streamlet].shape().outlet(p.port) if p and p.streamlet in classes else None
-            if outlet is not None:
-                producer_schemas[outlet.schema.fingerprint] = outlet.schema
-        for ref in (*topic.producers, *topic.consumers):
-            path = ref.path
-            if path is None or path.streamlet != name:
-                continue
-            topics[path.port] = topic.kafka_name(bp.app_id)
-            inlet = classes[name].shape().inlet(path.port)
-            if inlet is not None and len(producer_schemas) == 1:
-                (writer,) = producer_schemas.values()
-                if writer.fingerprint != inlet.schema.fingerprint:
-                    writers[inlet.name] = writer.schema
-    return topics, writers
 
 
 def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings: StreamletSettings, *, bootstrap: str,
@@ -124,10 +99,6 @@ def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings:
         trigger_interval=trigger,
         spark_conf=settings.spark,
     )
-
-
-def dead_letter_topic(bp: Blueprint) -> str:
-    return f"{bp.app_id}.dead-letters"
 
 
 class Sandbox:
@@ -182,14 +153,11 @@ class Sandbox:
             self.console.print(f"starting Kafka broker (state in {self.state_dir / 'kafka'})")
             self.broker = KafkaBroker(self.state_dir / "kafka").start()
             bootstrap = self.broker.bootstrap_servers
-        topics = [(t.kafka_name(self.bp.app_id), t.partitions, dict(t.config)) for t in self.bp.topics.values()]
-        topics.append((dead_letter_topic(self.bp), 1, {}))
-        topics += [(control_topic(self.bp.app_id), 1, {}), (results_topic(self.bp.app_id), 1, {})]
-        create_topics(bootstrap, topics)
+        create_topics(bootstrap, application_topics(self.bp))
         return bootstrap
 
     def _start_spark(self):
-        from streamlets.spark_session import build_spark_session
+        from streamlets.runtime.spark_session import build_spark_session
 
         from .spark_logging import jvm_output_to, log4j_conf
 
@@ -213,8 +181,9 @@ class Sandbox:
             self.lock.release()
 
     def _run(self) -> int:
-        from streamlets.runner import StreamletRuntime
-        from streamlets.transport import KafkaTransport
+        import streamlets.state  # noqa: F401  (registers the state control commands)
+        from streamlets.runtime.runner import StreamletRuntime
+        from streamlets.runtime.transport import KafkaTransport
 
         try:
             settings = load_settings(self.options.config_file, self.options.overrides, self.bp.streamlets)
@@ -272,9 +241,9 @@ class Sandbox:
 
     def _restore(self, runs: list[StreamletRunConfig]) -> None:
         """Restore streamlets from savepoints (`--restore`), each after Spark's compatibility
-        check (streamlets.restore); SandboxError with what changed if one cannot be restored."""
-        from streamlets.restore import check_restore, restore_savepoint
-        from streamlets.savepoint import SavepointError, resolve_savepoint
+        check (streamlets.state.restore); SandboxError with what changed if one cannot be restored."""
+        from streamlets.state.restore import check_restore, restore_savepoint
+        from streamlets.state.savepoint import SavepointError, resolve_savepoint
 
         unknown = sorted(set(self.options.restores) - set(self.bp.streamlets))
         if unknown:
@@ -302,8 +271,8 @@ class Sandbox:
 
     def _repartition(self, runs: list[StreamletRunConfig]) -> None:
         """Give streamlets' checkpoints another number of state partitions (`--state-partitions`),
-        after any restore (streamlets.repartition); SandboxError if one cannot be repartitioned."""
-        from streamlets.repartition import RepartitionError, repartition_streamlet
+        after any restore (streamlets.state.repartition); SandboxError if one cannot be repartitioned."""
+        from streamlets.state.repartition import RepartitionError, repartition_streamlet
 
         for run in runs:
             partitions = self.options.state_partitions.get(run.streamlet)

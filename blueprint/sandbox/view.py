@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from rich.table import Table
 from rich.console import Group
 
-from streamlets.monitor import QueryStats
+from streamlets.runtime.monitor import QueryStats
 
 
 @dataclass

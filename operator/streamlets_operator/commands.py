@@ -1,4 +1,4 @@
-"""Control-stream commands sent by the operator for an application (streamlets.control).
+"""Control-stream commands sent by the operator for an application (streamlets.runtime.control).
 
 Users ask through the annotation `commands.streamlets.io/request` (JSON: id, command, target,
 args; `kubectl streamlets savepoint|state` write it); the operator also sends savepoints itself
@@ -26,7 +26,7 @@ class RequestError(ValueError):
 
 
 def parse_request(text: str) -> dict[str, Any]:
-    from streamlets.control import COMMANDS
+    from streamlets.runtime.control import COMMANDS
 
     try:
         request = json.loads(text)
@@ -54,7 +54,7 @@ def send_all(spec: dict[str, Any], requests: list[dict[str, Any]], timeout: floa
     """Send the commands at once and wait, together, for a result from each targeted streamlet;
     returns status entries, `no-answer` for a streamlet that did not answer within `timeout`
     seconds (not running). Raises RequestError for a target the application does not have."""
-    from streamlets.control import Command, collect_results, results_consumer, send_command
+    from streamlets.runtime.control import Command, collect_results, results_consumer, send_command
 
     bootstrap, app_id = spec["kafka"]["bootstrapServers"], spec["appId"]
     names = [s["name"] for s in spec.get("streamlets") or []]

@@ -16,7 +16,7 @@ import os
 from typing import Any
 
 from streamlets import avro_limits
-from streamlets.runconfig import StreamletRunConfig
+from streamlets.runtime.runconfig import StreamletRunConfig
 
 GROUP, VERSION, PLURAL = "streamlets.io", "v1alpha1", "streamletapplications"
 SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
@@ -106,7 +106,7 @@ def validate(spec: dict[str, Any]) -> list[str]:
     if spec.get("deadLetterTopic"):
         topic_names.add(spec["deadLetterTopic"])
     if spec.get("appId"):  # a ControlInlet reads the control topic
-        from streamlets.control import control_topic
+        from streamlets.runtime.control import control_topic
 
         topic_names.add(control_topic(spec["appId"]))
     for s in streamlets:

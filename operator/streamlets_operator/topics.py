@@ -35,8 +35,8 @@ def desired_topics(spec: dict[str, Any]) -> list[Topic]:
     dead = spec.get("deadLetterTopic")
     if dead and dead not in {t.name for t in out}:
         out.append(Topic("dead-letters", dead, parts, repl, {}, True))
-    if spec.get("appId"):  # the control stream (streamlets.control): one partition keeps commands in order
-        from streamlets.control import control_topic, results_topic
+    if spec.get("appId"):  # the control stream (streamlets.runtime.control): one partition keeps commands in order
+        from streamlets.runtime.control import control_topic, results_topic
 
         for tid, name in (("control", control_topic(spec["appId"])), ("control-results", results_topic(spec["appId"]))):
             if name not in {t.name for t in out}:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from streamlets import avro_limits
-from streamlets.codec import MALFORMED, RECORD, decode_value
+from streamlets.runtime.codec import MALFORMED, RECORD, decode_value
 from streamlets.schema import AvroSchema
 
 pytestmark = pytest.mark.integration

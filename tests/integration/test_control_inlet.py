@@ -17,10 +17,10 @@ import pytest
 from pyspark.sql import functions as F
 
 from streamlets import AvroInlet, AvroOutlet, Streamlet
-from streamlets.control import (CUSTOM_NAME, Command, ControlInlet, ControlListener, await_results, control_topic,
+from streamlets.runtime.control import (CUSTOM_NAME, Command, ControlInlet, ControlListener, await_results, control_topic,
                                 results_topic, send_command)
-from streamlets.runconfig import StreamletRunConfig
-from streamlets.runner import StreamletRuntime, transport_for
+from streamlets.runtime.runconfig import StreamletRunConfig
+from streamlets.runtime.runner import StreamletRuntime, transport_for
 from streamlets.schema import AvroSchema, decode, encode
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]

@@ -11,11 +11,11 @@ import uuid
 import pytest
 
 from streamlets import IntegerParameter
-from streamlets.control import (COMMAND_SCHEMA, Command, ControlListener, await_results, control_topic,
+from streamlets.runtime.control import (COMMAND_SCHEMA, Command, ControlListener, await_results, control_topic,
                                 results_consumer, results_topic, send_command)
-from streamlets.runner import StreamletRuntime, transport_for
-from streamlets.savepoint import read_savepoint
-from streamlets.state_export import export_state, read_export
+from streamlets.runtime.runner import StreamletRuntime, transport_for
+from streamlets.state.savepoint import read_savepoint
+from streamlets.state.export import export_state, read_export
 from test_savepoint import Counts, expected, run_config, state_rows, write_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]

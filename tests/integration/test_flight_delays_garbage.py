@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, Producer
 
 from sandbox_helpers import REPO, run_blueprint
 
-from streamlets.deadletter import DEAD_LETTER_SCHEMA
+from streamlets.runtime.deadletter import DEAD_LETTER_SCHEMA
 from streamlets.kafka_logging import client_config
 from streamlets.schema import decode
 

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, Producer
 
 from sandbox_helpers import REPO, processes_mentioning, run_blueprint, sigkill, start_blueprint, wait_until
 
-from streamlets.deadletter import DEAD_LETTER_SCHEMA
+from streamlets.runtime.deadletter import DEAD_LETTER_SCHEMA
 from streamlets.schema import decode
 
 pytestmark = pytest.mark.integration

@@ -34,7 +34,7 @@ def test_sdk_clients_log_to_python_logging_not_stderr(tmp_path):
         logging.basicConfig(filename={str(log)!r}, level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
         from blueprint.sandbox.kafka_broker import BrokerError, create_topics, end_offsets
         from blueprint.sandbox.topics import TopicWatcher
-        from streamlets.control import results_consumer
+        from streamlets.runtime.control import results_consumer
         bootstrap = "127.0.0.1:{dead_port()}"
         for call in (lambda: create_topics(bootstrap, [("t", 1, {{}})], timeout=3), lambda: end_offsets(bootstrap, "t"),
                      lambda: results_consumer(bootstrap, "app")):

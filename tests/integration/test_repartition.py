@@ -1,4 +1,4 @@
-"""Offline state repartitioning (streamlets.repartition) on real Spark checkpoints.
+"""Offline state repartitioning (streamlets.state.repartition) on real Spark checkpoints.
 
 Queries read Parquet files (one folder per step) with trigger availableNow; after each
 repartition the query continues on new input, and its output is compared with a batch
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from streamlets.repartition import RepartitionError, repartition_checkpoint
+from streamlets.state.repartition import RepartitionError, repartition_checkpoint
 
 pytestmark = [pytest.mark.integration]
 
@@ -179,10 +179,10 @@ def test_a_streamlet_is_repartitioned_before_it_starts_and_a_crash_mid_swap_is_f
     """repartition_streamlet (the driver's and the sandbox's): every query of the streamlet, the
     previous checkpoints kept outside its root; a swap a crash left half done is finished first,
     and hidden work folders are never taken for queries (savepoints, the loop itself)."""
-    from streamlets.repartition import _COMPLETE, repartition_streamlet
-    from streamlets.runconfig import StreamletRunConfig
-    from streamlets.savepoint import query_folders
-    from streamlets.storage import LocalStorage
+    from streamlets.state.repartition import _COMPLETE, repartition_streamlet
+    from streamlets.runtime.runconfig import StreamletRunConfig
+    from streamlets.state.savepoint import query_folders
+    from streamlets.runtime.storage import LocalStorage
 
     partitions(2)
     source, root = tmp_path / "in", tmp_path / "ck" / "app" / "agg"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from streamlets.deadletter import DEAD_LETTER_SCHEMA
+from streamlets.runtime.deadletter import DEAD_LETTER_SCHEMA
 from streamlets.schema import AvroSchema, decode, encode
 
 from sandbox_helpers import (

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from streamlets import AvroOutlet, Streamlet, VolumeMount
-from streamlets.restore import check_restore, restore_savepoint
-from streamlets.runconfig import StreamletRunConfig
-from streamlets.runner import StreamletRuntime, transport_for
-from streamlets.savepoint import (SavepointError, dispose_savepoint, keep_in_savepoint, list_savepoints,
+from streamlets.state.restore import check_restore, restore_savepoint
+from streamlets.runtime.runconfig import StreamletRunConfig
+from streamlets.runtime.runner import StreamletRuntime, transport_for
+from streamlets.state.savepoint import (SavepointError, dispose_savepoint, keep_in_savepoint, list_savepoints,
                                   prune_savepoints, read_savepoint, resolve_savepoint, take_savepoint)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -232,7 +232,7 @@ class SeededCounts(Counts):
 
 @pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
 def test_a_streamlet_without_checkpoints_continues_from_imported_state(session, tmp_path, source, fmt):
-    from streamlets.state_export import export_state
+    from streamlets.state.export import export_state
 
     run = run_config(tmp_path, "counts", source)
     run_until_done(session, Counts, run)  # files 0-2
@@ -257,11 +257,11 @@ def test_a_streamlet_without_checkpoints_continues_from_imported_state(session, 
 
 
 def test_driver_start_acts_on_upgrade_settings_once(session, tmp_path, source):
-    """What a driver does before starting (streamlets.runner.prepare_checkpoints): upgrade mode
+    """What a driver does before starting (streamlets.state.prepare.prepare_checkpoints): upgrade mode
     stateless moves the checkpoints aside when the token changes; restore_from restores once, and
     refuses a savepoint the code cannot restore across."""
     from streamlets.errors import StreamletError
-    from streamlets.runner import prepare_checkpoints
+    from streamlets.state.prepare import prepare_checkpoints
 
     run = run_config(tmp_path, "counts", source)
     run_until_done(session, Counts, run)

@@ -19,12 +19,12 @@ from pyspark.sql import functions as F
 
 from blueprint.sandbox.kafka_broker import create_topics, end_offsets
 from streamlets import AvroInlet, AvroOutlet, Streamlet
-from streamlets.deadletter import DEAD_LETTER_SCHEMA, read_ledger
-from streamlets.monitor import ProgressMonitor
-from streamlets.runconfig import StreamletRunConfig
-from streamlets.runner import StreamletRuntime
+from streamlets.runtime.deadletter import DEAD_LETTER_SCHEMA, read_ledger
+from streamlets.runtime.monitor import ProgressMonitor
+from streamlets.runtime.runconfig import StreamletRunConfig
+from streamlets.runtime.runner import StreamletRuntime
 from streamlets.schema import AvroSchema, decode, encode
-from streamlets.transport import KafkaTransport
+from streamlets.runtime.transport import KafkaTransport
 
 pytestmark = pytest.mark.integration
 

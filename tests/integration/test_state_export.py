@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
-from streamlets.state_export import (
+from streamlets.state.export import (
     StateExportError,
     export_state,
     last_committed_batch,

@@ -1,10 +1,10 @@
-"""streamlets.storage.HadoopStorage (Hadoop's FileSystem through the JVM, what s3a:// and abfss://
+"""streamlets.runtime.storage.HadoopStorage (Hadoop's FileSystem through the JVM, what s3a:// and abfss://
 savepoints use) on the one Hadoop file system available here, file://, against LocalStorage."""
 
 import pytest
 
-from streamlets.savepoint import keep_in_savepoint
-from streamlets.storage import HadoopStorage, LocalStorage, join
+from streamlets.state.savepoint import keep_in_savepoint
+from streamlets.runtime.storage import HadoopStorage, LocalStorage, join
 
 pytestmark = pytest.mark.integration
 

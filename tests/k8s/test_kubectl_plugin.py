@@ -25,7 +25,7 @@ def plugin_env(kube, tmp_path_factory):
     kube.wait_crd_established("streamletapplications.streamlets.io")
     bin_dir = tmp_path_factory.mktemp("plugin-bin")
     script = bin_dir / "kubectl-streamlets"
-    script.write_text(f"#!/bin/sh\nexec {sys.executable} -m blueprint.kubectl_plugin \"$@\"\n")
+    script.write_text(f"#!/bin/sh\nexec {sys.executable} -m blueprint.cli.kubectl \"$@\"\n")
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     env = kube.subprocess_env()
     env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"

@@ -205,7 +205,7 @@ def test_deploy_update_scale_status_delete(api, cluster, operator, kube_namespac
     assert enrich["arguments"] == ["--config", "/etc/streamlets/run.json"]
     assert "spark-sql-kafka-0-10_2.13:4.0.0" in enrich["sparkConf"]["spark.jars.packages"]
     run = json.loads(__import__("base64").b64decode(secrets(core, ns)["enrich"].data["run.json"]))
-    from streamlets.runconfig import StreamletRunConfig
+    from streamlets.runtime.runconfig import StreamletRunConfig
     cfg = StreamletRunConfig.model_validate(run)
     assert cfg.checkpoint_root == "/checkpoints/flight-delays/enrich"
     assert cfg.topics["out"] == f"{ns}.enriched-flights" and cfg.bootstrap_servers == kafka_broker.bootstrap_servers
@@ -578,7 +578,7 @@ def spark_submit_args(spark_app: dict, mounts: dict[str, Path], main_file: Path)
     import pyspark
 
     from streamlets.cache import cache_root
-    from streamlets.spark_session import maven_mirrors
+    from streamlets.runtime.spark_session import maven_mirrors
 
     spec = spark_app["spec"]
     conf = dict(spec["sparkConf"])
@@ -609,7 +609,7 @@ def test_driver_runs_the_streamlet_with_the_spark_application_arguments(api, ope
 
     sys.path.insert(0, str(ROOT / "examples" / "flight-delays"))
     from flight_delays.prepare import month_frame, write_csv
-    from streamlets.runconfig import StreamletRunConfig
+    from streamlets.runtime.runconfig import StreamletRunConfig
 
     custom, core = api
     ns = kube_namespace
@@ -700,7 +700,7 @@ class LocalDriver:
     say (read from the API server at start), with the pod's volumes as local folders."""
 
     def __init__(self, custom, core, ns: str, streamlet: str, root: Path, log: Path):
-        from streamlets.runconfig import StreamletRunConfig
+        from streamlets.runtime.runconfig import StreamletRunConfig
 
         self.spark_app = spark_apps(custom, ns)[streamlet]
         secret = core.read_namespaced_secret(self.spark_app["spec"]["volumes"][-1]["secret"]["secretName"], ns)
@@ -732,7 +732,7 @@ class LocalDriver:
 
 
 def plugin(kube, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "blueprint.kubectl_plugin", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "blueprint.cli.kubectl", *args], capture_output=True, text=True,
                           env={**kube.subprocess_env(), "PYTHONPATH": str(ROOT)}, timeout=300, cwd=ROOT)
 
 

@@ -4,7 +4,7 @@ schemas whose arrays a value's length does not bound."""
 import pytest
 
 from streamlets import avro_limits
-from streamlets.spark_session import DEFAULT_CONF
+from streamlets.runtime.spark_session import DEFAULT_CONF
 
 
 def test_ceiling_is_kafkas_max_message_size_unless_overridden():
@@ -46,7 +46,7 @@ def test_zero_size_arrays(schema, paths):
 
 
 def test_dead_letter_error_names_the_limit_for_a_value_above_it():
-    from streamlets.deadletter import _describer
+    from streamlets.runtime.deadletter import _describer
     from streamlets.schema import AvroSchema, encode
 
     schema = AvroSchema.load(record(("s", "string")))

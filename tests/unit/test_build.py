@@ -14,8 +14,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from blueprint import crd
-from blueprint.build import BuildError, build_resource
+from blueprint.deploy import crd
+from blueprint.deploy.build import BuildError, build_resource
 from blueprint.cli import app
 from blueprint.configcheck import parse_overrides
 from blueprint.loader import load_blueprint

@@ -11,7 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from blueprint.cli import app as blueprint_cli
-from streamlets.runconfig import StreamletRunConfig
+from streamlets.runtime.runconfig import StreamletRunConfig
 from streamlets_operator import render, status, topics
 
 ROOT = Path(__file__).resolve().parents[2]

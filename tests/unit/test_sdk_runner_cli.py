@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from streamlets.runner import StreamletLoadError, load_streamlet_class
+from streamlets.loading import StreamletLoadError, load_streamlet_class
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,8 +58,8 @@ def test_config_argument_is_required():
 @pytest.mark.parametrize("name, words", [
     ("nomodule", "is not a class path of the form module.Class"),
     ("no_such_module_xyz.Cls", "cannot import module 'no_such_module_xyz'"),
-    ("streamlets.runner.Nope", "module 'streamlets.runner' has no class 'Nope'"),
-    ("streamlets.runner.StreamletRuntime", "is not a Streamlet subclass"),
+    ("streamlets.runtime.runner.Nope", "module 'streamlets.runtime.runner' has no class 'Nope'"),
+    ("streamlets.runtime.runner.StreamletRuntime", "is not a Streamlet subclass"),
     ("streamlets.Streamlet", "does not implement create_logic"),
 ])
 def test_load_streamlet_class_errors(name, words):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from streamlets import StreamletDefinitionError
-from streamlets.codec import all_null_encoding
+from streamlets.runtime.codec import all_null_encoding
 from streamlets.schema import AvroSchema, SchemaError, decode, encode
 
 VALUE = {

@@ -20,7 +20,7 @@ PLURAL = "streamletapplications"
 SHORT_NAME = "sapp"
 
 _FILE = f"{GROUP}_{PLURAL}.yaml"
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parent.parent  # the blueprint package
 # In a checkout: the chart's file. Installed: the package's copy (the symlink, resolved at build).
 CRD_PATH = next((p for p in (_PACKAGE.parent / "charts" / "streamlets-operator" / "crds" / _FILE,
                              _PACKAGE / "crds" / _FILE) if p.is_file()),

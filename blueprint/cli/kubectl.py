@@ -30,8 +30,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .cli import EXIT_PROBLEMS, EXIT_SOUND, EXIT_USAGE, render_resource
-from .crd import GROUP, KIND, PLURAL, VERSION
+from .app import EXIT_PROBLEMS, EXIT_SOUND, EXIT_USAGE, render_resource
+from ..deploy.crd import GROUP, KIND, PLURAL, VERSION
 
 app = typer.Typer(name="kubectl streamlets", add_completion=False, no_args_is_help=True,
                   pretty_exceptions_enable=False,
@@ -208,7 +208,7 @@ def configure(app_name: str = typer.Argument(..., metavar="APP"),
     (checked against the streamlet's declarations), streamlets.<name>.spark.<key> and
     streamlets.<name>.kubernetes.executor.instances. Only changed streamlets are redeployed."""
     def run() -> int:
-        from .configcheck import ConfigReadError, parse_overrides, read_entries
+        from ..configcheck import ConfigReadError, parse_overrides, read_entries
 
         entries, problems = [], []
         for path in conf or []:

@@ -27,7 +27,7 @@ dropDuplicates (with or without watermark), (flat)mapGroupsWithState and applyIn
 kept by the HDFS-backed state store (Spark's default provider). Refused with a reason: RocksDB
 state, stream-stream joins (four stores, keyed by join key and index), session windows (prefix
 keys) and transformWithState (column families); for those, export the state and import it into a
-fresh query (streamlets.state_export, `initial_state`), where the streamlet folds imported state.
+fresh query (streamlets.state.export, `initial_state`), where the streamlet folds imported state.
 The state passes through the driver, one partition at a time. Local checkpoint folders only,
 like state export.
 """
@@ -42,13 +42,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .savepoint import query_folders
-from .storage import LocalStorage, free_name, is_local, local_path
-from .state_export import StateExportError, _checkpoint_dir, _numbered, _read_raw, stateful_operators
+from ..runtime.storage import LocalStorage, free_name, is_local, local_path
+from .export import StateExportError, _checkpoint_dir, _numbered, _read_raw, stateful_operators
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from .runconfig import StreamletRunConfig
+    from ..runtime.runconfig import StreamletRunConfig
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"

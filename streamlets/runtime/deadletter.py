@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from .avro_limits import max_value_bytes
+from ..avro_limits import max_value_bytes
 from .codec import MALFORMED, RECORD, decode_value
-from .schema import AvroSchema, decode
+from ..schema import AvroSchema, decode
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

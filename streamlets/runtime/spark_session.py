@@ -18,8 +18,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
-from . import avro_limits
-from .cache import cache_root
+from .. import avro_limits
+from ..cache import cache_root
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -157,12 +157,12 @@ def build_spark_session(
 
 
 def _resolve_main() -> None:
-    """`python -m streamlets.spark_session --resolve`: fetch the connectors into the cache."""
+    """`python -m streamlets.runtime.spark_session --resolve`: fetch the connectors into the cache."""
     import sys
     import time
 
     if "--resolve" not in sys.argv[1:]:
-        print("usage: python -m streamlets.spark_session --resolve", file=sys.stderr)
+        print("usage: python -m streamlets.runtime.spark_session --resolve", file=sys.stderr)
         raise SystemExit(2)
     start = time.time()
     spark = build_spark_session("resolve-connectors", master="local[1]")

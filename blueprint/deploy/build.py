@@ -24,12 +24,12 @@ import json
 import re
 from typing import Any
 
-from .configcheck import Entry, check_config
+from ..configcheck import Entry, check_config
 from .crd import API_VERSION, KIND
-from .model import Blueprint
-from .problems import Problem, make_problem, report_order
-from .sandbox.run import dead_letter_topic, topic_bindings
-from .verify import Resolved, check
+from ..model import Blueprint
+from ..problems import Problem, make_problem, report_order
+from ..topics import dead_letter_topic, topic_bindings
+from ..verify import Resolved, check
 
 DEFAULT_EXECUTORS = 1
 POD_FIELDS = {"cores": "cores", "core-limit": "coreLimit", "memory": "memory", "memory-overhead": "memoryOverhead"}

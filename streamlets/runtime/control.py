@@ -7,9 +7,9 @@ has one ControlListener: it reads commands issued after it started (its own cons
 all), and publishes one Result per streamlet. Commands:
 
 - `ping`: ok, with the last committed batch id of each query;
-- `savepoint`: a savepoint of the streamlet (streamlets.savepoint), `location` its folder;
+- `savepoint`: a savepoint of the streamlet (streamlets.state.savepoint), `location` its folder;
 - `dump-state`: the state of each stateful query at its last committed batch, exported with
-  streamlets.state_export (`args.format`: jsonl, parquet or csv), `location` the folder;
+  streamlets.state.export (`args.format`: jsonl, parquet or csv), `location` the folder;
 - `reload-config`: `args` are new config-parameter values, checked against the declarations; the
   streamlet's queries stop (a running micro-batch is cancelled and runs again) and start again
   with the new config, from their checkpoints;
@@ -33,9 +33,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .kafka_logging import client_config
-from .ports import AvroInlet
-from .schema import AvroSchema, decode, encode
+from ..kafka_logging import client_config
+from ..ports import AvroInlet
+from ..schema import AvroSchema, decode, encode
 
 log = logging.getLogger(__name__)
 

@@ -40,17 +40,17 @@ class StreamletRunConfig(BaseModel):
     state_dump_root: str | None = Field(default=None, description="where dump-state commands write; None: `dumps` "
                                         "next to the application's checkpoint folder")
     restore_from: str | None = Field(default=None, description="a savepoint to start from, once: checked "
-                                     "(streamlets.restore) and copied over the checkpoints at the next start")
+                                     "(streamlets.state.restore) and copied over the checkpoints at the next start")
     state_partitions: int | None = Field(default=None, ge=1, description="state partitions of the checkpoints "
                                          "(spark.sql.shuffle.partitions, pinned at a query's first batch): checkpoints "
-                                         "with another number are repartitioned before the start (streamlets.repartition)")
+                                         "with another number are repartitioned before the start (streamlets.state.repartition)")
     reset_state_token: str | None = Field(default=None, description="upgrade mode stateless: when it differs from the "
                                           "one recorded, the checkpoints are moved aside and the streamlet starts fresh")
     savepoint_max_count: int | None = Field(default=None, ge=1, description="savepoints kept per streamlet")
     savepoint_max_age_seconds: int | None = Field(default=None, ge=1, description="older savepoints are disposed "
                                                   "(the newest is always kept)")
     initial_state: dict[str, str] = Field(default_factory=dict, description="query name -> a state export "
-                                          "(streamlets.state_export) the query folds in: StreamletContext.initial_state")
+                                          "(streamlets.state.export) the query folds in: StreamletContext.initial_state")
     dry_run: bool = Field(default=False, description="check against the checkpoint only: every sink is Spark's noop "
                           "sink, one micro-batch (trigger once), no dead letters (the restore check)")
 

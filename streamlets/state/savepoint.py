@@ -16,7 +16,7 @@ savepoint can be taken while the streamlet runs. Layout:
     <root>/<app>/<streamlet>/<savepoint id>/_savepoint.json     the manifest (written last)
     <root>/<app>/<streamlet>/<savepoint id>/queries/<query>/...  the checkpoint copies
 
-The root is a local folder or any Hadoop file system URI (see streamlets.storage).
+The root is a local folder or any Hadoop file system URI (see streamlets.runtime.storage).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ import re
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from .storage import Storage, copy_between, join, storage_for
+from ..runtime.checkpoint import committed_batches, pinned_conf, query_folders, query_id, source_offsets  # noqa: F401
+from ..runtime.storage import Storage, copy_between, join, storage_for
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -43,50 +44,6 @@ _STATE_FILE = re.compile(r"^\.?(\d+)(_[0-9a-fA-F-]+)?\.(delta|snapshot|zip|chang
 
 class SavepointError(Exception):
     """A savepoint cannot be taken, read, restored or disposed; the message says which and why."""
-
-
-# --- checkpoints --------------------------------------------------------------------------------
-
-def query_folders(storage: Storage, checkpoint_root: str) -> list[str]:
-    """Names of the query checkpoints under a streamlet's checkpoint root (folders with `metadata`;
-    hidden ones, such as streamlets.repartition's work folders, are not queries)."""
-    return [q for q in storage.children(checkpoint_root)
-            if not q.startswith(".") and storage.exists(join(checkpoint_root, q, "metadata"))]
-
-
-def committed_batches(storage: Storage, checkpoint: str) -> list[int]:
-    """Batch ids with a commit file (`commits/N`), ascending."""
-    return sorted(int(n) for n in storage.children(join(checkpoint, "commits")) if n.isdigit())
-
-
-def query_id(storage: Storage, checkpoint: str) -> str | None:
-    try:
-        return json.loads(storage.read_text(join(checkpoint, "metadata"))).get("id")
-    except (OSError, ValueError):
-        return None
-
-
-def pinned_conf(storage: Storage, checkpoint: str, batch: int) -> dict[str, str]:
-    """The session settings Spark pinned in `offsets/N` (shuffle partitions = state partitions,
-    state store provider, format versions): they override the session's on restart."""
-    lines = storage.read_text(join(checkpoint, "offsets", str(batch))).splitlines()
-    try:
-        return dict(json.loads(lines[1]).get("conf") or {})
-    except (IndexError, ValueError):
-        return {}
-
-
-def source_offsets(storage: Storage, checkpoint: str, batch: int) -> list[Any]:
-    """The end offsets of each source in batch N (`offsets/N` after the version and metadata
-    lines): for Kafka a {topic: {partition: offset}} mapping."""
-    lines = storage.read_text(join(checkpoint, "offsets", str(batch))).splitlines()[2:]
-    out = []
-    for line in lines:
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            out.append(line)
-    return out
 
 
 def keep_in_savepoint(relative: str, batch: int) -> bool:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import SchemaMismatchError
-from .schema import AvroSchema
+from ..errors import SchemaMismatchError
+from ..schema import AvroSchema
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -18,10 +18,10 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from .loader import BlueprintError, BlueprintReadError, load_blueprint
-from .model import Blueprint
-from .problems import GROUPS, Problem, make_problem, report_order
-from .verify import check, resolve
+from ..loader import BlueprintError, BlueprintReadError, load_blueprint
+from ..model import Blueprint
+from ..problems import GROUPS, Problem, make_problem, report_order
+from ..verify import check, resolve
 
 EXIT_SOUND, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
@@ -129,12 +129,12 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
          exit_when_done: bool, idle_seconds: float, trigger: str, timeout: float | None, fresh: bool,
          restores: dict[str, str] | None = None, savepoints: str | None = None, branch: bool = False,
          state_partitions: dict[str, int] | None = None) -> int:
-    from .configcheck import ConfigReadError, config_problems
-    from .loader import import_streamlets
-    from .sandbox.kafka_broker import BrokerError
-    from .sandbox.run import Sandbox, SandboxError, SandboxOptions
-    from .sandbox.diskspace import full_disk_message, is_full_disk_error
-    from .sandbox.statelock import StateFolderBusy, clear_state_folder
+    from ..configcheck import ConfigReadError, config_problems
+    from ..loader import import_streamlets
+    from ..sandbox.diskspace import full_disk_message, is_full_disk_error
+    from ..sandbox.kafka_broker import BrokerError
+    from ..sandbox.run import Sandbox, SandboxError, SandboxOptions
+    from ..sandbox.statelock import StateFolderBusy, clear_state_folder
 
     try:
         blueprint = load_blueprint(file)
@@ -199,8 +199,8 @@ REPORT_VERSION = 1  # of the JSON report; its schema is blueprint/verify-report.
 
 
 def _verify(file: Path, fmt: OutputFormat, strict: bool, config: Path | None, overrides: list[str]) -> int:
-    from .configcheck import ConfigReadError, config_problems
-    from .verify import check, resolve
+    from ..configcheck import ConfigReadError, config_problems
+    from ..verify import check, resolve
 
     blueprint: Blueprint | None = None
     try:
@@ -328,14 +328,14 @@ def _build(file: Path, image: str, confs: list[Path], overrides: list[str], kafk
 
 def render_resource(file: Path, image: str, confs: list[Path], overrides: list[str], kafka: str | None,
                     namespace: str | None) -> dict | int:
-    """The StreamletApplication of a blueprint (see blueprint.build), or the exit status after
+    """The StreamletApplication of a blueprint (see blueprint.deploy.build), or the exit status after
     printing why there is none (problems as verify's report on stderr: 1; usage or I/O: 2).
     Shared by `blueprint build` and `kubectl streamlets deploy`."""
     from streamlets.names import is_dns_label
 
-    from .build import BuildError, build_resource
-    from .configcheck import ConfigReadError, parse_overrides, read_entries
-    from .verify import resolve
+    from ..deploy.build import BuildError, build_resource
+    from ..configcheck import ConfigReadError, parse_overrides, read_entries
+    from ..verify import resolve
 
     def usage(message: str) -> int:
         print(f"error: {message}", file=sys.stderr)
@@ -400,8 +400,8 @@ def graph(
     `blueprint verify` says what is wrong. Exit codes: 0 drawn, 1 the file is no blueprint,
     2 usage or I/O error (unreadable file, Graphviz missing, output not writable).
     """
-    from .graph import GraphvizError, build_graph, render_image, to_dot, to_mermaid, to_text
-    from .loader import import_streamlets
+    from ..graph import GraphvizError, build_graph, render_image, to_dot, to_mermaid, to_text
+    from ..loader import import_streamlets
 
     def fail(message: str, code: int) -> None:
         print(f"error: {message}", file=sys.stderr)
@@ -452,7 +452,7 @@ def graph(
         fail(f"internal error while drawing {file}: {type(e).__name__}: {e}", EXIT_USAGE)
 
 
-from .state_cli import control, savepoint_app, state_app  # noqa: E402  (the commands register below)
+from .state import control, savepoint_app, state_app  # noqa: E402  (the commands register below)
 
 app.add_typer(savepoint_app, name="savepoint")
 app.add_typer(state_app, name="state")

@@ -28,9 +28,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .runconfig import StreamletRunConfig
+from ..runtime.runconfig import StreamletRunConfig
 from .savepoint import QUERIES, SavepointError, query_folders, source_offsets
-from .storage import copy_between, free_name, join, storage_for
+from ..runtime.storage import copy_between, free_name, join, storage_for
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -96,7 +96,7 @@ def check_restore(spark: "SparkSession", savepoint: dict[str, Any], cls: type, r
                   timeout: float = 300) -> RestoreCheck:
     """Whether the streamlet `cls` with run config `run` can start from `savepoint`. Never raises
     for incompatibilities: they are the result's problems."""
-    from .runner import StreamletRuntime, transport_for
+    from ..runtime.runner import StreamletRuntime, transport_for
 
     result = RestoreCheck(problems=check_sources(savepoint, run, [p.name for p in cls.shape().inlets], spark))
     if result.problems:

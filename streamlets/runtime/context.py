@@ -7,18 +7,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .codec import MALFORMED, decode_value, encode_outlet, record_columns
-from .config import StreamletConfig
+from ..config import StreamletConfig
 from .deadletter import DeadLetterWriter, InletRead, observation_name
-from .ports import AvroInlet, AvroOutlet, Port
+from ..ports import AvroInlet, AvroOutlet, Port
 from .runconfig import StreamletRunConfig
-from .schema import AvroSchema
-from .volumes import VolumeMount
+from ..schema import AvroSchema
+from ..volumes import VolumeMount
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-    from .streamlet import Streamlet
+    from ..streamlet import Streamlet
 
 
 class StreamletContext:
@@ -109,10 +109,10 @@ class StreamletContext:
         file source reads it once and remembers that in the checkpoint, so keep the setting on
         restarts: the query's plan must not change. Raises StateExportError for a bad export.
         """
-        from .state_export import read_export_stream
+        from .registry import read_initial_state
 
         where = self.run.initial_state.get(query_name)
-        return None if where is None else read_export_stream(self.spark, where, operator_id)
+        return None if where is None else read_initial_state(self.spark, where, operator_id)
 
     def write_stream(
         self,

@@ -44,7 +44,7 @@ def default_state_dir(app_id: str) -> Path:
 
 
 def _blueprint(file: Path):
-    from .loader import BlueprintError, BlueprintReadError, import_streamlets, load_blueprint
+    from ..loader import BlueprintError, BlueprintReadError, import_streamlets, load_blueprint
 
     try:
         bp = load_blueprint(file)
@@ -64,7 +64,7 @@ def _state_lock(state: Path | None, command: str, *, shared_with_a_run: bool = F
 
     `shared_with_a_run`: the body is safe next to a running sandbox (it reads committed batches
     only), so a held lock is no refusal; the lock is then simply not taken."""
-    from .sandbox.statelock import StateFolderBusy, StateLock, is_busy
+    from ..sandbox.statelock import StateFolderBusy, StateLock, is_busy
 
     if state is None or not state.is_dir():
         yield
@@ -85,9 +85,9 @@ def _state_lock(state: Path | None, command: str, *, shared_with_a_run: bool = F
 
 def _guard(fn):
     """Run a command body: our errors are one line, anything else one line too (no traceback)."""
-    from streamlets.repartition import RepartitionError
-    from streamlets.savepoint import SavepointError
-    from streamlets.state_export import StateExportError
+    from streamlets.state.repartition import RepartitionError
+    from streamlets.state.savepoint import SavepointError
+    from streamlets.state.export import StateExportError
 
     try:
         return fn()
@@ -110,8 +110,8 @@ def take(
     reason: str = typer.Option("manual", "--reason", help="recorded in the manifest"),
 ) -> None:
     """Take a savepoint of streamlets of a (running or stopped) sandbox application."""
-    from streamlets.savepoint import query_folders, take_savepoint
-    from streamlets.storage import LocalStorage
+    from streamlets.state.savepoint import query_folders, take_savepoint
+    from streamlets.runtime.storage import LocalStorage
 
     bp, classes = _blueprint(file)
     state = (state_dir or default_state_dir(bp.app_id)).resolve()
@@ -145,11 +145,11 @@ def list_(
     as_json: bool = typer.Option(False, "--json", help="the manifests as a JSON array"),
 ) -> None:
     """List complete savepoints, oldest first."""
-    from streamlets.savepoint import list_savepoints
+    from streamlets.state.savepoint import list_savepoints
 
     app_id = None
     if file is not None:
-        from .loader import BlueprintError, load_blueprint
+        from ..loader import BlueprintError, load_blueprint
 
         try:
             app_id = load_blueprint(file).app_id
@@ -179,7 +179,7 @@ def inspect(
     savepoints: str | None = typer.Option(None, "--savepoints", help="savepoint root to find an id in"),
 ) -> None:
     """Print a savepoint's manifest (JSON)."""
-    from streamlets.savepoint import resolve_savepoint
+    from streamlets.state.savepoint import resolve_savepoint
 
     _guard(lambda: print(json.dumps(resolve_savepoint(ref, savepoints), indent=2, sort_keys=True)))
 
@@ -190,7 +190,7 @@ def dispose(
     savepoints: str | None = typer.Option(None, "--savepoints", help="savepoint root to find ids in"),
 ) -> None:
     """Delete savepoints."""
-    from streamlets.savepoint import dispose_savepoint, resolve_savepoint
+    from streamlets.state.savepoint import dispose_savepoint, resolve_savepoint
 
     def body():
         for ref in refs:
@@ -209,9 +209,9 @@ def export(
 ) -> None:
     """Write the state of a checkpoint or savepoint with Spark's state data source, with a
     manifest (`_export.json`: batch id, operators, rows, schemas)."""
-    from streamlets.savepoint import MANIFEST, QUERIES, read_savepoint
-    from streamlets.spark_session import build_spark_session
-    from streamlets.state_export import export_state
+    from streamlets.state.savepoint import MANIFEST, QUERIES, read_savepoint
+    from streamlets.runtime.spark_session import build_spark_session
+    from streamlets.state.export import export_state
 
     def body():
         targets = {"": path}
@@ -238,10 +238,10 @@ def repartition(
     """Give a stopped query's checkpoint another number of state partitions
     (spark.sql.shuffle.partitions, which Spark pins at the first batch), as of its last committed
     micro-batch; the old checkpoint is kept next to it as `<folder>.before-repartition-<batch>`."""
-    from streamlets.repartition import plan_repartition, repartition_checkpoint
-    from streamlets.spark_session import build_spark_session
+    from streamlets.state.repartition import plan_repartition, repartition_checkpoint
+    from streamlets.runtime.spark_session import build_spark_session
 
-    from .sandbox.statelock import state_folder_of
+    from ..sandbox.statelock import state_folder_of
 
     def body():
         # a checkpoint of a running sandbox is its, not ours: refused before anything is read
@@ -274,9 +274,9 @@ def control(
     timeout: float = typer.Option(120, "--timeout", help="seconds to wait for the results"),
 ) -> None:
     """Send a command on the application's control stream and print each streamlet's result."""
-    from streamlets.control import COMMANDS, Command, await_results, results_consumer, send_command
+    from streamlets.runtime.control import COMMANDS, Command, await_results, results_consumer, send_command
 
-    from .loader import BlueprintError, load_blueprint
+    from ..loader import BlueprintError, load_blueprint
 
     if custom and not re.fullmatch(r"[a-z][a-z0-9-]*", command):
         fail(f"custom command name {command!r}: use lower-case letters, digits and '-'", EXIT_USAGE)

@@ -1,0 +1,5 @@
+"""`python -m blueprint.cli ...`: the `blueprint` command."""
+
+from .app import main
+
+main()

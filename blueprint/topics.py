@@ -1,0 +1,52 @@
+"""An application's Kafka topics, computed in one place for the sandbox and `blueprint build`.
+
+Names: a blueprint topic's Kafka name is `Topic.kafka_name(app_id)` (blueprint.model); the
+dead-letter topic is `<app>.dead-letters`; the control stream's are `<app>.control` and
+`<app>.control-results` (streamlets.runtime.control, one partition each: commands stay in order).
+"""
+
+from __future__ import annotations
+
+from streamlets.runtime.control import control_topic, results_topic
+
+from .model import Blueprint
+
+
+def dead_letter_topic(bp: Blueprint) -> str:
+    """The application's dead-letter topic: `<app>.dead-letters`."""
+    return f"{bp.app_id}.dead-letters"
+
+
+def application_topics(bp: Blueprint) -> list[tuple[str, int, dict[str, str]]]:
+    """Every topic the application needs, as (Kafka name, partitions, topic config): the
+    blueprint's topics, the dead-letter topic and the control stream's two topics (one
+    partition each)."""
+    topics = [(t.kafka_name(bp.app_id), t.partitions, dict(t.config)) for t in bp.topics.values()]
+    topics.append((dead_letter_topic(bp), 1, {}))
+    topics += [(control_topic(bp.app_id), 1, {}), (results_topic(bp.app_id), 1, {})]
+    return topics
+
+
+def topic_bindings(bp: Blueprint, name: str, classes: dict[str, type]) -> tuple[dict[str, str], dict[str, dict]]:
+    """Port -> Kafka topic of one streamlet instance, and inlet -> its producer's schema where
+    that differs from the inlet's (verify has checked that the two are compatible)."""
+    topics: dict[str, str] = {}
+    writers: dict[str, dict] = {}
+    for topic in bp.topics.values():
+        producer_schemas = {}
+        for ref in topic.producers:
+            p = ref.path
+            outlet = classes[p.streamlet].shape().outlet(p.port) if p and p.streamlet in classes else None
+            if outlet is not None:
+                producer_schemas[outlet.schema.fingerprint] = outlet.schema
+        for ref in (*topic.producers, *topic.consumers):
+            path = ref.path
+            if path is None or path.streamlet != name:
+                continue
+            topics[path.port] = topic.kafka_name(bp.app_id)
+            inlet = classes[name].shape().inlet(path.port)
+            if inlet is not None and len(producer_schemas) == 1:
+                (writer,) = producer_schemas.values()
+                if writer.fingerprint != inlet.schema.fingerprint:
+                    writers[inlet.name] = writer.schema
+    return topics, writers

@@ -1,0 +1,173 @@
+"""The runner: starts streamlets from their run configs, in every setting.
+
+The sandbox runs several streamlets in one SparkSession through `StreamletRuntime`; a driver pod
+runs one with `python -m streamlets.runner --config run.json` (the same code path).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+from .checkpoint import committed_batches, query_folders
+from .context import StreamletContext
+from .control import Outcome
+from .deadletter import DeadLetterWriter
+from ..config import StreamletConfig
+from ..errors import StreamletError
+from ..loading import StreamletLoadError, check_streamlet_class, load_streamlet_class  # noqa: F401 (re-exported)
+from .monitor import ProgressMonitor
+from .registry import command, handler
+from .storage import storage_for
+from .runconfig import StreamletRunConfig
+from ..streamlet import Streamlet
+from .transport import FileTransport, KafkaTransport
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+def transport_for(run: StreamletRunConfig):
+    if run.bootstrap_servers:
+        return KafkaTransport(run.bootstrap_servers, run.kafka_options)
+    return FileTransport(run.checkpoint_root.rstrip("/") + "/../_topics")
+
+
+class StreamletRuntime:
+    """Streamlets running in one SparkSession, with one progress monitor and dead-letter writer.
+
+    `start(run)` instantiates the class, builds its context and calls create_logic; `stop()`
+    stops every query, then waits for pending dead-letter scans.
+    """
+
+    def __init__(self, spark: "SparkSession", app_id: str, dead_letter_topic: str | None, transport) -> None:
+        self.spark = spark
+        self.transport = transport
+        self.dead_letters = DeadLetterWriter(spark, transport, dead_letter_topic, app_id)
+        self.monitor = ProgressMonitor(self.dead_letters)
+        self.contexts: dict[str, StreamletContext] = {}
+        # Set while reload-config restarts a streamlet: its stopped queries are not an ending.
+        self.restarting = threading.Event()
+
+    def start(self, run: StreamletRunConfig) -> StreamletContext:
+        """Import the run config's class and start it (see start_class)."""
+        return self.start_class(load_streamlet_class(run.class_name), run)
+
+    def start_class(self, cls: type[Streamlet], run: StreamletRunConfig) -> StreamletContext:
+        """Instantiate `cls`, build its context and run create_logic, which starts its queries.
+
+        Each streamlet gets its own session of the shared SparkContext (SparkSession.newSession):
+        its own SQL settings (`spark.sql.*` from the run config) and temporary views.
+        """
+        session = self.spark.newSession()
+        for key, value in run.spark_conf.items():
+            if key.startswith("spark.sql."):
+                session.conf.set(key, value)
+            else:
+                log.warning("streamlet %s: %s applies per process, not per streamlet; ignored in a shared session", run.streamlet, key)
+        session.streams.addListener(self.monitor)
+        ctx = StreamletContext(session, cls(), run, self.transport, self.dead_letters)
+        self.monitor.register(run.streamlet, ctx.inlet_reads, ctx.checkpoint_location)
+        self.contexts[run.streamlet] = ctx
+        ctx.streamlet.create_logic(ctx)
+        if not ctx.queries:
+            raise StreamletError(f"streamlet {run.streamlet!r} started no query: create_logic must call write_stream or start_query")
+        return ctx
+
+    def queries(self):
+        return [q for ctx in self.contexts.values() for q in ctx.queries]
+
+    # --- the control stream (streamlets.runtime.control) ---------------------------------------
+
+    def control(self, streamlet: str, command: str, args: dict[str, str], command_id: str):
+        """Run a control command on one of this runtime's streamlets with its registered handler
+        (streamlets.runtime.registry); returns a control.Outcome, raises with a message the
+        result carries when the command fails (StreamletError for an unknown command)."""
+        return handler(command)(self, streamlet, args, command_id)
+
+    def failed(self) -> list[tuple[str, str]]:
+        """(query name, error) of queries that stopped with an exception."""
+        out = []
+        for q in self.queries():
+            if not q.isActive and q.exception() is not None:
+                out.append((q.name, str(q.exception())))
+        return out
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop every query, wait for their last progress reports, finish pending dead-letter
+        scans, close the writer. `timeout` bounds each wait (seconds)."""
+        for q in self.queries():
+            try:
+                q.stop()
+            except Exception as e:  # a failed query may refuse to stop; nothing to clean then
+                log.debug("stopping %s: %s", q.name, e)
+        ids = [str(q.id) for q in self.queries()]
+        if not self.monitor.wait_terminated(ids, timeout):
+            log.warning("some queries' last progress reports did not arrive within %.0f s", timeout)
+        self.dead_letters.drain(timeout)
+        self.dead_letters.close()
+        for ctx in self.contexts.values():
+            try:
+                ctx.spark.streams.removeListener(self.monitor)
+            except Exception:  # the session may already be gone at shutdown
+                pass
+
+
+def start_control_listener(runtime: StreamletRuntime, run: StreamletRunConfig):
+    """The control-stream listener of a runtime on Kafka (None with the file transport)."""
+    if not run.bootstrap_servers:
+        return None
+    from .control import ControlListener
+
+    listener = ControlListener(run.bootstrap_servers, run.app_id, lambda: list(runtime.contexts), runtime.control)
+    listener.start()
+    return listener
+
+
+# --- the runtime's own control commands (the state commands register in streamlets.state) ------
+
+def committed_batch_ids(ctx: StreamletContext) -> dict[str, int]:
+    """The last committed batch id (`commits/N` in its checkpoint) of each of a streamlet's
+    queries that has committed one."""
+    run = ctx.run
+    storage = storage_for(run.checkpoint_root, ctx.spark)
+    out = {}
+    for q in query_folders(storage, run.checkpoint_root):
+        done = committed_batches(storage, run.checkpoint_location(q))
+        if done:
+            out[q] = done[-1]
+    return out
+
+
+@command("ping")
+def _ping(runtime: StreamletRuntime, streamlet: str, args: dict[str, str], command_id: str) -> Outcome:
+    return Outcome("alive", batch_ids=committed_batch_ids(runtime.contexts[streamlet]))
+
+
+@command("stop")
+def _stop(runtime: StreamletRuntime, streamlet: str, args: dict[str, str], command_id: str) -> Outcome:
+    ctx = runtime.contexts[streamlet]
+    for q in ctx.queries:
+        q.stop()
+    return Outcome(f"stopped {len(ctx.queries)} query(ies)", batch_ids=committed_batch_ids(ctx))
+
+
+@command("reload-config")
+def _reload(runtime: StreamletRuntime, streamlet: str, values: dict[str, str], command_id: str) -> Outcome:
+    """New config-parameter values, checked against the declarations before anything stops; the
+    streamlet's queries stop and start again with them, from their checkpoints."""
+    ctx = runtime.contexts[streamlet]
+    cls = type(ctx.streamlet)
+    merged = {**ctx.run.config_parameters, **values}
+    StreamletConfig(streamlet, cls.config_parameters(), merged)  # raises before anything stops
+    runtime.restarting.set()
+    try:
+        for q in ctx.queries:
+            q.stop()
+        new = runtime.start_class(cls, ctx.run.model_copy(update={"config_parameters": merged}))
+    finally:
+        runtime.restarting.clear()
+    return Outcome(f"restarted {len(new.queries)} query(ies) with {', '.join(sorted(values)) or 'the same config'}")

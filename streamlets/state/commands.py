@@ -1,0 +1,54 @@
+"""The state layer's plug-ins to the runtime (streamlets.runtime.registry): the `savepoint` and
+`dump-state` control commands, and the reader of imported state. Imported by streamlets.state,
+so importing any state module registers them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import StreamletError
+from ..runtime.control import Outcome
+from ..runtime.registry import command, initial_state_reader
+from ..runtime.storage import storage_for
+from .export import export_state, read_export_stream, stateful_operators
+from .savepoint import prune_savepoints, query_folders, take_savepoint
+
+if TYPE_CHECKING:
+    from ..runtime.runner import StreamletRuntime
+
+initial_state_reader(read_export_stream)
+
+
+@command("savepoint")
+def savepoint(runtime: "StreamletRuntime", streamlet: str, args: dict[str, str], command_id: str) -> Outcome:
+    """A savepoint of the streamlet (streamlets.state.savepoint), pruned to the run config's
+    savepoint_max_count / savepoint_max_age_seconds; `location` is its folder."""
+    ctx = runtime.contexts[streamlet]
+    run = ctx.run
+    sp = take_savepoint(run.checkpoint_root, run.savepoints(), app_id=run.app_id, streamlet=streamlet,
+                        cls=type(ctx.streamlet), reason=args.get("reason", "control stream"), spark=ctx.spark)
+    if run.savepoint_max_count or run.savepoint_max_age_seconds:
+        prune_savepoints(run.savepoints(), run.app_id, streamlet, keep=run.savepoint_max_count,
+                         max_age_seconds=run.savepoint_max_age_seconds, spark=ctx.spark)
+    return Outcome(f"savepoint {sp['id']}", sp["path"],
+                   {q: e["batch_id"] for q, e in sp["queries"].items() if e["batch_id"] is not None})
+
+
+@command("dump-state")
+def dump_state(runtime: "StreamletRuntime", streamlet: str, args: dict[str, str], command_id: str) -> Outcome:
+    """The state of each stateful query at its last committed batch, exported with
+    streamlets.state.export (`args.format`: jsonl, parquet or csv) under the run config's
+    state-dumps folder; StreamletError if the streamlet holds no state."""
+    ctx = runtime.contexts[streamlet]
+    run = ctx.run
+    fmt = args.get("format", "jsonl")
+    location = f"{run.state_dumps().rstrip('/')}/{command_id}/{streamlet}"
+    dumped = {}
+    for q in query_folders(storage_for(run.checkpoint_root, ctx.spark), run.checkpoint_root):
+        if stateful_operators(ctx.spark, run.checkpoint_location(q)):
+            manifest = export_state(ctx.spark, run.checkpoint_location(q), f"{location}/{q}", fmt)
+            dumped[q] = manifest["batch_id"]
+    if not dumped:
+        raise StreamletError(f"streamlet {run.streamlet!r} holds no state (no stateful query has committed a batch)")
+    return Outcome(f"state of {len(dumped)} query(ies) as {fmt}", location, dumped)
