@@ -114,6 +114,22 @@ def check_config(r: Resolved, entries: list[Entry]) -> list[Problem]:
     return problems
 
 
+def config_problems(r: Resolved, config: Path | None, overrides: Iterable[str]) -> list[Problem]:
+    """Every problem of a config file and `key=value` overrides against a resolved blueprint: what
+    `blueprint verify --config` reports, and what `blueprint run` refuses before anything starts.
+
+    A file that is not HOCON, YAML or JSON is one malformed-config problem (its settings are not
+    checked further). Raises ConfigReadError if the file cannot be read.
+    """
+    entries, problems = parse_overrides(overrides)
+    if config is not None:
+        try:
+            entries = read_entries(config) + entries
+        except BlueprintError as e:
+            return problems + [make_problem(e.code, e.message, str(config), e.line, e.column)]
+    return problems + check_config(r, entries)
+
+
 def _flatten(node: yaml.Node, prefix: tuple[str, ...], source: str) -> Iterable[Entry]:
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
@@ -158,7 +174,7 @@ def _check_entry(r: Resolved, e: Entry) -> list[Problem]:
             return problem("unknown-config-key", "runtime settings are runtimes.spark.config.<spark key> "
                                                  "or runtimes.spark.kubernetes.<...>")
         rest = ".".join(e.parts[3:])
-        return _check_spark_key(rest, problem) if e.parts[2] == "config" else _check_kubernetes(e.parts[3:], e.value, problem)
+        return _check_spark_key(rest, e.value, problem) if e.parts[2] == "config" else _check_kubernetes(e.parts[3:], e.value, problem)
     if head == "topics":
         return _check_topic_entry(r, e, problem)
     if e.parts[1:] != ("bootstrap-servers",):
@@ -181,7 +197,7 @@ def _check_streamlet_entry(r: Resolved, e: Entry, problem) -> list[Problem]:
     if section not in STREAMLET_SECTIONS:
         return problem("unknown-config-key", f"unknown section {section!r}", f"use one of {', '.join(STREAMLET_SECTIONS)}")
     if section == "spark":
-        return _check_spark_key(rest, problem)
+        return _check_spark_key(rest, e.value, problem)
     if section == "kubernetes":
         return _check_kubernetes(e.parts[3:], e.value, problem)
     cls = r.classes.get(name)
@@ -206,9 +222,12 @@ def _check_streamlet_entry(r: Resolved, e: Entry, problem) -> list[Problem]:
     return []
 
 
-def _check_spark_key(key: str, problem) -> list[Problem]:
+def _check_spark_key(key: str, value: Any, problem) -> list[Problem]:
     if not key.startswith("spark."):
         return problem("unknown-config-key", f"{key!r} is not a Spark setting", "Spark settings start with spark.")
+    if isinstance(value, (list, dict)) or value is None:
+        return problem("invalid-config-value", f"{value!r} is not a Spark setting's value",
+                       "a Spark setting is one text, number or true/false; several items go in one text, e.g. \"a,b\"")
     return []
 
 

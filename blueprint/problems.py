@@ -102,6 +102,10 @@ CODES: dict[str, Code] = {
                                "values carry no schema id, so a topic holds one writer schema: "
                                "give the producers the same schema, or use one topic each"),
     "uncomparable-schema": Code("warning", "schemas", "two schemas the Avro checker could not compare"),
+    "zero-size-array-items": Code("error", "schemas", "an inlet decodes an array whose items encode to zero bytes "
+                                  "(null, fixed of size 0, a record of such fields): a value of a few bytes can announce "
+                                  "a million items",
+                                  "give the items a type that takes bytes (e.g. boolean or a union with null), or use a count"),
     # graph
     "cycle": Code("error", "graph", "streamlets that feed back into themselves (with the path)",
                   "break the loop: a cycle through Kafka topics re-processes its own output forever"),

@@ -365,6 +365,33 @@ def check_schemas(r: Resolved) -> list[Problem]:
     return out
 
 
+def check_unbounded_arrays(r: Resolved) -> list[Problem]:
+    """Schemas an inlet decodes with (its own, and a producer's that differs) with an array whose
+    items encode to zero bytes: a value of a few bytes can announce a million of them, so the
+    decoder's work is not bounded by the value's length (streamlets.avro_limits)."""
+    from streamlets.avro_limits import zero_size_arrays
+
+    out = []
+    for name, d in r.descriptors.items():
+        ref = r.blueprint.streamlets[name]
+        for inlet in d.inlets:
+            paths = zero_size_arrays(inlet.schema_)
+            if paths:
+                out.append(r.problem("zero-size-array-items",
+                                     f"streamlet {name!r}: inlet {inlet.name!r} ({inlet.schema_name}): array "
+                                     f"{', '.join(paths)} has items that encode to zero bytes", ref))
+    for topic in r.blueprint.topics.values():
+        consumers = r.ok(topic, "consumers")
+        for w in r.ok(topic, "producers"):
+            paths = zero_size_arrays(w.port.schema_)
+            if paths and consumers and all(c.port.fingerprint != w.port.fingerprint for c in consumers):
+                out.append(r.problem("zero-size-array-items",
+                                     f"topic {topic.id!r}: outlet `{w.path}` ({w.port.schema_name}) writes array "
+                                     f"{', '.join(paths)} whose items encode to zero bytes, which its consumers decode",
+                                     w.ref))
+    return out
+
+
 def check_cycles(r: Resolved) -> list[Problem]:
     """Streamlets that feed back into themselves through topics, each loop reported once with its path."""
     edges: dict[str, list[tuple[str, Topic]]] = {}  # streamlet -> (next streamlet, through topic)
@@ -387,7 +414,7 @@ CHECKS: tuple[Callable[[Resolved], list[Problem]], ...] = (
     check_structure, check_app_id, check_streamlet_names, check_classes, check_topic_names,
     check_kafka_name_clashes, check_port_paths, check_unknown_streamlets, check_unknown_ports, check_port_roles,
     check_unconnected_inlets, check_unconnected_outlets, check_ports_on_many_topics, check_topic_ends,
-    check_producer_schemas, check_schemas, check_cycles,
+    check_producer_schemas, check_schemas, check_unbounded_arrays, check_cycles,
 )
 
 

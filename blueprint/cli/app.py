@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sys
 from enum import Enum
 from pathlib import Path
@@ -20,7 +21,7 @@ from rich.text import Text
 from ..loader import BlueprintError, BlueprintReadError, load_blueprint
 from ..model import Blueprint
 from ..problems import GROUPS, Problem, make_problem, report_order
-from ..verify import verify as verify_blueprint
+from ..verify import check, resolve
 
 EXIT_SOUND, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
@@ -128,11 +129,12 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
          exit_when_done: bool, idle_seconds: float, trigger: str, timeout: float | None, fresh: bool,
          restores: dict[str, str] | None = None, savepoints: str | None = None, branch: bool = False,
          state_partitions: dict[str, int] | None = None) -> int:
-    import shutil
-
+    from ..configcheck import ConfigReadError, config_problems
     from ..loader import import_streamlets
+    from ..sandbox.diskspace import full_disk_message, is_full_disk_error
     from ..sandbox.kafka_broker import BrokerError
     from ..sandbox.run import Sandbox, SandboxError, SandboxOptions
+    from ..sandbox.statelock import StateFolderBusy, clear_state_folder
 
     try:
         blueprint = load_blueprint(file)
@@ -144,32 +146,60 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
         return EXIT_USAGE
     with contextlib.redirect_stdout(sys.stderr):
         classes = import_streamlets(blueprint)
-        problems = verify_blueprint(blueprint, classes)
+        resolved = resolve(blueprint, classes)
+        problems = check(resolved)
     errors = [p for p in problems if p.severity == "error"]
     if errors:
         _print_text(file, blueprint, problems, len(errors), len(problems) - len(errors), True)
         print("error: the blueprint is not sound; nothing was started", file=sys.stderr)
+        return EXIT_PROBLEMS
+    # The run config, exactly as `blueprint verify --config` checks it, before anything starts.
+    try:
+        config_errors = [p for p in config_problems(resolved, config, overrides) if p.severity == "error"]
+    except ConfigReadError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if config_errors:
+        _print_text(config or Path("command line"), blueprint, config_errors, len(config_errors), 0, True)
+        first = config_errors[0]
+        where = ":".join(str(x) for x in (first.file, first.line, first.column) if x is not None)
+        more = f" (and {len(config_errors) - 1} more above)" if len(config_errors) > 1 else ""
+        print(f"error: {where}: {first.message}{more}; nothing was started", file=sys.stderr)
         return EXIT_PROBLEMS
     options = SandboxOptions(state_dir=state_dir, config_file=config, overrides=overrides, kafka=kafka,
                              exit_when_done=exit_when_done, idle_seconds=idle_seconds,
                              trigger=None if trigger.strip() in ("0", "0s", "") else trigger, timeout=timeout,
                              restores=restores or {}, savepoints=savepoints, branch=branch,
                              state_partitions=state_partitions or {})
+    for option, names in (("--restore", restores), ("--state-partitions", state_partitions)):
+        unknown = sorted(set(names or {}) - set(blueprint.streamlets))
+        if unknown:  # before the state folder is touched
+            print(f"error: {option} names no streamlet of the blueprint: {', '.join(unknown)}", file=sys.stderr)
+            return EXIT_PROBLEMS
     sandbox = Sandbox(blueprint, classes, options)
-    if fresh and sandbox.state_dir.exists():
-        shutil.rmtree(sandbox.state_dir)
+    logging.raiseExceptions = False  # a full disk is one line (below), not a traceback per failed log write
     try:
+        sandbox.lock.acquire()  # before anything in the state folder is read, created or deleted
+        if fresh:
+            clear_state_folder(sandbox.state_dir)
         return sandbox.run()
-    except (SandboxError, BrokerError) as e:
+    except (SandboxError, BrokerError, StateFolderBusy) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_PROBLEMS
+    except Exception as e:
+        if not is_full_disk_error(e):
+            raise
+        print(f"error: {full_disk_message(sandbox.state_dir)}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    finally:
+        sandbox.lock.release()
 
 
 REPORT_VERSION = 1  # of the JSON report; its schema is blueprint/verify-report.schema.json
 
 
 def _verify(file: Path, fmt: OutputFormat, strict: bool, config: Path | None, overrides: list[str]) -> int:
-    from ..configcheck import ConfigReadError, check_config, parse_overrides, read_entries
+    from ..configcheck import ConfigReadError, config_problems
     from ..verify import check, resolve
 
     blueprint: Blueprint | None = None
@@ -187,16 +217,11 @@ def _verify(file: Path, fmt: OutputFormat, strict: bool, config: Path | None, ov
             resolved = resolve(blueprint)
             problems = check(resolved)
         if config is not None or overrides:
-            entries, problems_of_overrides = parse_overrides(overrides)
             try:
-                entries = (read_entries(config) if config is not None else []) + entries
+                problems = report_order(problems + config_problems(resolved, config, overrides))
             except ConfigReadError as e:
                 print(f"error: {e}", file=sys.stderr)
                 return EXIT_USAGE
-            except BlueprintError as e:  # not checked further: its settings are unknown
-                problems = report_order(problems + [make_problem(e.code, e.message, str(config), e.line, e.column)])
-            else:
-                problems = report_order(problems + problems_of_overrides + check_config(resolved, entries))
     errors = sum(p.severity == "error" for p in problems)
     warnings = len(problems) - errors
     failed = errors > 0 or (strict and warnings > 0)

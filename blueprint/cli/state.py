@@ -4,7 +4,11 @@ A sandbox application keeps its checkpoints in `<state dir>/checkpoints/<app>/<s
 (state dir: `--state-dir`, default `.streamlets/<app id>`); its savepoints go to
 `<state dir>/savepoints` unless `--savepoints` names another folder or a Hadoop URI (s3a://,
 abfss://...). Everything here works while the application runs: savepoints copy only committed
-micro-batches and Spark's state data source only reads.
+micro-batches and Spark's state data source only reads. Commands that change a state folder respect its
+owner: `state repartition` of a checkpoint in a state folder that a sandbox (or another command)
+holds is refused with one line naming it (blueprint.sandbox.statelock); `savepoint take` holds
+the folder's lock while it copies when no sandbox runs, so a `blueprint run --fresh` cannot
+delete what it copies.
 
 Exit codes: 0 done, 1 refused (nothing to take, not a savepoint, a bad export), 2 usage or I/O.
 """
@@ -54,6 +58,31 @@ def _blueprint(file: Path):
     return bp, classes
 
 
+@contextlib.contextmanager
+def _state_lock(state: Path | None, command: str, *, shared_with_a_run: bool = False):
+    """Hold the state folder's lock for the body, or fail with the owner's pid and start time.
+
+    `shared_with_a_run`: the body is safe next to a running sandbox (it reads committed batches
+    only), so a held lock is no refusal; the lock is then simply not taken."""
+    from ..sandbox.statelock import StateFolderBusy, StateLock, is_busy
+
+    if state is None or not state.is_dir():
+        yield
+        return
+    if shared_with_a_run and is_busy(state):
+        yield
+        return
+    lock = StateLock(state, command)
+    try:
+        lock.acquire()
+    except StateFolderBusy as e:
+        fail(str(e))
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def _guard(fn):
     """Run a command body: our errors are one line, anything else one line too (no traceback)."""
     from streamlets.state.repartition import RepartitionError
@@ -99,8 +128,9 @@ def take(
                  "(`blueprint run`), or give --state-dir")
         table = Table("savepoint", "streamlet", "batch ids", "path", box=None)
         for name in names:
-            sp = take_savepoint(str(state / "checkpoints" / bp.app_id / name), root, app_id=bp.app_id, streamlet=name,
-                                cls=classes[name], reason=reason)
+            with _state_lock(state, "blueprint savepoint take", shared_with_a_run=True):
+                sp = take_savepoint(str(state / "checkpoints" / bp.app_id / name), root, app_id=bp.app_id, streamlet=name,
+                                    cls=classes[name], reason=reason)
             table.add_row(sp["id"], name, ", ".join(f"{q}={e['batch_id']}" for q, e in sp["queries"].items()), sp["path"])
         Console().print(table)
     _guard(body)
@@ -211,13 +241,18 @@ def repartition(
     from streamlets.state.repartition import plan_repartition, repartition_checkpoint
     from streamlets.runtime.spark_session import build_spark_session
 
+    from ..sandbox.statelock import state_folder_of
+
     def body():
-        plan = plan_repartition(checkpoint, partitions)  # the file checks first: no Spark for a wrong path
-        if plan.result.from_partitions == partitions:
-            print(f"{plan.path} already has {partitions} state partitions; nothing changed")
-            return
-        spark = build_spark_session("streamlets-state-repartition", master="local[2]")
-        result = repartition_checkpoint(spark, checkpoint, partitions)
+        # a checkpoint of a running sandbox is its, not ours: refused before anything is read
+        with _state_lock(state_folder_of(Path(checkpoint)) if "://" not in checkpoint else None,
+                         "blueprint state repartition"):
+            plan = plan_repartition(checkpoint, partitions)  # the file checks first: no Spark for a wrong path
+            if plan.result.from_partitions == partitions:
+                print(f"{plan.path} already has {partitions} state partitions; nothing changed")
+                return
+            spark = build_spark_session("streamlets-state-repartition", master="local[2]")
+            result = repartition_checkpoint(spark, checkpoint, partitions)
         rows = sum(result.rows.values())
         print(f"repartitioned {result.checkpoint}: {result.from_partitions} -> {result.to_partitions} state partitions, "
               f"{rows:,} state rows in {len(result.rows)} operator(s) as of batch {result.batch_id}; "

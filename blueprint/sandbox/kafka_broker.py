@@ -25,6 +25,7 @@ import time
 import uuid
 
 from streamlets.cache import cache_root
+from streamlets.kafka_logging import client_config
 
 KAFKA_VERSION = "4.1.1"
 LOG4J_VERSION = "2.24.3"
@@ -292,8 +293,8 @@ class KafkaBroker:
             try:
                 # a plain TCP probe first keeps librdkafka from logging connection-refused noise
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                admin = admin or AdminClient({"bootstrap.servers": self.bootstrap_servers,
-                                              "error_cb": lambda _err: None})
+                admin = admin or AdminClient(client_config({"bootstrap.servers": self.bootstrap_servers,
+                                                            "error_cb": lambda _err: None}))
                 if admin.list_topics(timeout=2).brokers:
                     return
             except Exception:
@@ -345,13 +346,22 @@ def create_topics(bootstrap: str, topics: list[tuple[str, int, dict[str, str]]],
     Existing topics are left alone (TOPIC_ALREADY_EXISTS is ignored); waits up to ``timeout``
     seconds, including until every new partition has a leader. Raises BrokerError on other failures.
     """
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
 
     if not topics:
         return
+    admin = AdminClient(client_config({"bootstrap.servers": bootstrap}))
+    try:
+        _create_topics(admin, bootstrap, topics, timeout)
+    finally:
+        admin.poll(0)  # hands librdkafka's queued log lines (connection errors) to the log
+
+
+def _create_topics(admin, bootstrap: str, topics: list[tuple[str, int, dict[str, str]]], timeout: float) -> None:
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import NewTopic
+
     deadline = time.monotonic() + timeout
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     new = [NewTopic(name, num_partitions=parts, replication_factor=1, config=dict(cfg))
            for name, parts, cfg in topics]
     futures = admin.create_topics(new, operation_timeout=timeout, request_timeout=timeout)
@@ -384,8 +394,8 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     """Per-partition high watermark (offset of the next record) of ``topic``. Raises BrokerError if unknown."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "streamlets-end-offsets",
-                         "enable.auto.commit": False})
+    consumer = Consumer(client_config({"bootstrap.servers": bootstrap, "group.id": "streamlets-end-offsets",
+                                       "enable.auto.commit": False}))
     try:
         t = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if t is None or t.error is not None:

@@ -35,7 +35,9 @@ from streamlets.errors import StreamletError
 from streamlets.runtime.runconfig import StreamletRunConfig
 from streamlets.runtime.runner import start_control_listener
 
+from .diskspace import DiskWatch
 from .localconfig import LocalConfigError, StreamletSettings, load_settings
+from .statelock import StateLock
 from .view import TopicRow, plain_line, render
 
 log = logging.getLogger("streamlets.sandbox")
@@ -110,6 +112,7 @@ class Sandbox:
         # Off a terminal (CI logs) a narrow default width would squeeze the final tables.
         self.console = console or Console(width=None if Console().is_terminal else 140)
         self.state_dir = (options.state_dir or Path.cwd() / ".streamlets" / bp.app_id).resolve()
+        self.lock = StateLock(self.state_dir, "blueprint run")  # one owner per state folder
         self.stop_requested = threading.Event()
         self.broker = None
         self.spark = None
@@ -167,7 +170,17 @@ class Sandbox:
     # --- run ------------------------------------------------------------------------------
 
     def run(self) -> int:
-        """Run the application; returns the exit status (0 done or stopped, 1 a query failed)."""
+        """Run the application; returns the exit status (0 done or stopped, 1 a query failed).
+
+        Takes the state folder's lock first (unless the caller holds it already) and releases it
+        after everything has stopped; StateFolderBusy if another process holds it."""
+        self.lock.acquire()
+        try:
+            return self._run()
+        finally:
+            self.lock.release()
+
+    def _run(self) -> int:
         import streamlets.state  # noqa: F401  (registers the state control commands)
         from streamlets.runtime.runner import StreamletRuntime
         from streamlets.runtime.transport import KafkaTransport
@@ -180,6 +193,10 @@ class Sandbox:
         if unknown:  # before anything starts or is restored
             raise SandboxError(f"--state-partitions names no streamlet of the blueprint: {', '.join(unknown)}")
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._disk = DiskWatch(self.state_dir)  # a full disk is named as such, with the folder
+        full = self._disk.check()
+        if full:
+            raise SandboxError(full)
         self._logging()
         runs = [
             run_config_for(self.bp, name, self.classes, settings[name], bootstrap="", state_dir=self.state_dir,
@@ -192,6 +209,8 @@ class Sandbox:
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             bootstrap = self._start_kafka()
+            if self.broker is not None:
+                self._disk.follow(self.broker.log_file)
             self.spark = self._start_spark()
             # PySpark's SparkContext installs its own SIGINT handler (cancel jobs, raise
             # KeyboardInterrupt); ours stops the queries first and then Spark, in order.
@@ -301,6 +320,11 @@ class Sandbox:
                 elif elapsed - last_plain >= 10:
                     last_plain = elapsed
                     self.console.print(plain_line(stats, topics, elapsed), highlight=False)
+                full = self._disk.check()
+                if full:
+                    self.console.print(f"[red]error:[/] {full}")
+                    status = 1
+                    break
                 failures = self.runtime.failed()
                 if failures:
                     for name, error in failures:

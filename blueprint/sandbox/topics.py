@@ -6,13 +6,15 @@ import time
 
 from confluent_kafka import Consumer, TopicPartition
 
+from streamlets.kafka_logging import client_config
+
 
 class TopicWatcher:
     """Sums of per-partition end offsets (Kafka high watermarks), cached for a second."""
 
     def __init__(self, bootstrap: str) -> None:
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "streamlets-sandbox-watch",
-                                   "enable.auto.commit": False})
+        self._consumer = Consumer(client_config({"bootstrap.servers": bootstrap, "group.id": "streamlets-sandbox-watch",
+                                                 "enable.auto.commit": False}))
         self._cache: dict[str, tuple[float, int]] = {}
 
     def records(self, topic: str, fresh: bool = False) -> int:
@@ -28,6 +30,7 @@ class TopicWatcher:
                 _, high = self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
                 total += max(high, 0)
         self._cache[topic] = (now, total)
+        self._consumer.poll(0)  # hands librdkafka's queued log lines to the log (no subscription: reads nothing)
         return total
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ import math
 import os
 from typing import Any
 
+from streamlets import avro_limits
 from streamlets.runtime.runconfig import StreamletRunConfig
 
 GROUP, VERSION, PLURAL = "streamlets.io", "v1alpha1", "streamletapplications"
@@ -267,6 +268,13 @@ def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any],
     spark_conf = {"spark.jars.packages": ",".join(SPARK_PACKAGES), **(streamlet.get("sparkConf") or {})}
     if streamlet.get("statePartitions"):  # a fresh query starts with them too (its first batch pins them)
         spark_conf["spark.sql.shuffle.partitions"] = str(streamlet["statePartitions"])
+    # Avro's allocation limits in the driver's and the executors' JVMs (streamlets.avro_limits).
+    # The Spark Operator turns javaOptions into spark.*.extraJavaOptions after sparkConf, so the
+    # user's own options of sparkConf are carried along with the limits.
+    for pod, key in ((driver, "spark.driver.extraJavaOptions"), (executor, "spark.executor.extraJavaOptions")):
+        pod["javaOptions"] = avro_limits.with_limits(spark_conf.get(key))
+        if key in spark_conf:
+            spark_conf[key] = pod["javaOptions"]
     sa_spec: dict[str, Any] = {
         "type": "Python",
         "pythonVersion": "3",

@@ -47,8 +47,10 @@ def desired_topics(spec: dict[str, Any]) -> list[Topic]:
 def _admin(bootstrap: str, timeout: float):
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000),
-                        "socket.connection.setup.timeout.ms": int(timeout * 1000)})
+    from streamlets.kafka_logging import client_config
+
+    return AdminClient(client_config({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000),
+                                      "socket.connection.setup.timeout.ms": int(timeout * 1000)}))
 
 
 def _existing(admin, bootstrap: str, timeout: float) -> dict[str, Any]:

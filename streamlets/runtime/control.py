@@ -33,6 +33,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..kafka_logging import client_config
 from ..ports import AvroInlet
 from ..schema import AvroSchema, decode, encode
 
@@ -137,7 +138,7 @@ def _decode(schema: dict[str, Any], data: bytes) -> dict[str, Any]:
 def send_command(bootstrap: str, app_id: str, command: Command) -> None:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap})
+    producer = Producer(client_config({"bootstrap.servers": bootstrap}))
     producer.produce(control_topic(app_id), key=command.id.encode(), value=_encode(COMMAND_SCHEMA, command.record()))
     if producer.flush(30):
         raise RuntimeError(f"the command was not delivered to {control_topic(app_id)} on {bootstrap}")
@@ -152,8 +153,8 @@ def await_results(bootstrap: str, app_id: str, command_id: str, expected: set[st
 
     own = consumer is None
     if own:
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"control-client-{uuid.uuid4().hex}",
-                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer = Consumer(client_config({"bootstrap.servers": bootstrap, "group.id": f"control-client-{uuid.uuid4().hex}",
+                                           "auto.offset.reset": "earliest", "enable.auto.commit": False}))
         consumer.subscribe([results_topic(app_id)])
     try:
         return collect_results(consumer, {command_id: expected}, timeout)
@@ -185,8 +186,8 @@ def results_consumer(bootstrap: str, app_id: str):
     """A consumer of the results topic positioned at its end (create it before sending)."""
     from confluent_kafka import Consumer
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"control-client-{uuid.uuid4().hex}",
-                         "auto.offset.reset": "latest", "enable.auto.commit": False})
+    consumer = Consumer(client_config({"bootstrap.servers": bootstrap, "group.id": f"control-client-{uuid.uuid4().hex}",
+                                       "auto.offset.reset": "latest", "enable.auto.commit": False}))
     _assign_at_end(consumer, results_topic(app_id))
     return consumer
 
@@ -221,9 +222,10 @@ class ControlListener(threading.Thread):
         from confluent_kafka import Consumer, Producer
 
         self.app_id, self.streamlets, self.actions = app_id, streamlets, actions
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{app_id}.control.{uuid.uuid4().hex}",
-                                  "auto.offset.reset": "latest", "enable.auto.commit": False})
-        self.producer = Producer({"bootstrap.servers": bootstrap})
+        self.consumer = Consumer(client_config({"bootstrap.servers": bootstrap,
+                                                "group.id": f"{app_id}.control.{uuid.uuid4().hex}",
+                                                "auto.offset.reset": "latest", "enable.auto.commit": False}))
+        self.producer = Producer(client_config({"bootstrap.servers": bootstrap}))
         self.ready = threading.Event()
         self.stopping = threading.Event()
         self.handled = 0

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from ..avro_limits import max_value_bytes
 from .codec import MALFORMED, RECORD, decode_value
 from ..schema import AvroSchema, decode
 
@@ -214,7 +215,7 @@ class DeadLetterWriter:
         raw = self.transport.read_range(self.spark, read.topic, request.start, request.end)
         bad = decode_value(raw, read.schema, permissive=True, writer=read.writer,
                            check_trailing_bytes=read.check_trailing_bytes).where(F.col(MALFORMED)).drop(RECORD, MALFORMED)
-        describe = udf(_describer(read.writer or read.schema), "string")
+        describe = udf(_describer(read.writer or read.schema, max_value_bytes()), "string")
         envelope = bad.select(
             F.lit(self.app_id).alias("app_id"),
             F.lit(read.streamlet).alias("streamlet"),
@@ -247,8 +248,11 @@ class _Barrier:
         self.done = done
 
 
-def _describer(schema: AvroSchema) -> Callable[[bytes | None], str]:
-    """A function giving the decoding error of one value (runs on executors, rare path only)."""
+def _describer(schema: AvroSchema, limit: int | None = None) -> Callable[[bytes | None], str]:
+    """A function giving the decoding error of one value (runs on executors, rare path only).
+
+    `limit`: the decoder's length limit (streamlets.avro_limits), named when a value that
+    fastavro reads is longer than it."""
     parsed_json = schema.json
 
     def describe(value: bytes | None) -> str:
@@ -261,6 +265,10 @@ def _describer(schema: AvroSchema) -> Callable[[bytes | None], str]:
             decode(s, bytes(value))
         except Exception as e:  # the decoder's own words are the most useful error
             return f"not a valid Avro encoding of {s.name}: {type(e).__name__}: {e}"[:1000]
+        if limit is not None and len(value) > limit:
+            return (f"a string, bytes, array or map of this {s.name} is longer than the decoders' limit of {limit:,} "
+                    "(Avro's org.apache.avro.limits.*; raise it with $STREAMLETS_MAX_VALUE_BYTES where topics allow "
+                    "larger messages)")
         return f"decodes as {s.name} only with a different field layout (Spark read it as all nulls)"
 
     return describe

@@ -4,6 +4,10 @@ The connector versions match the installed PySpark (`spark.jars.packages`); Ivy'
 under the streamlets cache folder so CI and later runs reuse it (`spark.jars.ivy`). If Maven is
 reached through a mirror declared in ~/.m2/settings.xml, Spark's resolver is pointed at it
 (`spark.jars.repositories`).
+
+Every JVM it starts bounds Avro's allocations per value (streamlets.avro_limits): the limits go
+into spark.driver.extraJavaOptions and spark.executor.extraJavaOptions, which PySpark passes to
+spark-submit when it launches the driver JVM.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
+from .. import avro_limits
 from ..cache import cache_root
 
 if TYPE_CHECKING:
@@ -113,10 +118,16 @@ def build_spark_session(
 
     `conf` entries override DEFAULT_CONF (JVM options are appended to the defaults). `master` defaults to $SPARK_MASTER or local[*].
     The first call on a machine downloads the connector jars (about 10 MB) into the cache.
+    Driver and executor JVMs get Avro's allocation limits (avro_limits; AvroLimitsError if
+    $STREAMLETS_MAX_VALUE_BYTES is malformed). A JVM that was already running (a driver pod, an
+    earlier session) gets them as system properties if Avro has not decoded yet; if it has,
+    a warning says the limits do not hold.
     """
     from pyspark.sql import SparkSession
 
     settings = dict(DEFAULT_CONF)
+    for key in JAVA_OPTION_KEYS:
+        settings[key] = avro_limits.with_limits(settings.get(key))
     jars = cached_connector_jars()
     if jars:
         settings["spark.jars"] = ",".join(jars)
@@ -133,6 +144,12 @@ def build_spark_session(
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
+    if not avro_limits.apply_to_jvm(spark.sparkContext._jvm):
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "Avro's allocation limits (%s) do not hold in this JVM: start it with %s", avro_limits.ENV,
+            avro_limits.java_options())
     if not jars and "spark.jars.packages" in settings:
         _remember_connector_jars(spark.sparkContext.getConf().get("spark.jars", ""))
     spark.sparkContext.setLogLevel(os.environ.get("STREAMLETS_SPARK_LOG_LEVEL", "WARN"))

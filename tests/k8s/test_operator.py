@@ -589,6 +589,7 @@ def spark_submit_args(spark_app: dict, mounts: dict[str, Path], main_file: Path)
         conf["spark.jars.repositories"] = ",".join(maven_mirrors())
     conf["spark.driver.memory"] = spec["driver"].get("memory", "1g")
     conf["spark.ui.enabled"] = "false"
+    conf["spark.driver.extraJavaOptions"] = spec["driver"]["javaOptions"]  # as the Spark Operator does
     assert spec["mainApplicationFile"] == "local:///opt/streamlets/runner.py"
     args = [str(Path(pyspark.__file__).parent / "bin" / "spark-submit"), "--master", "local[2]",
             "--name", spark_app["metadata"]["name"]]

@@ -54,3 +54,35 @@ def test_state_partitions_for_an_unknown_streamlet_starts_nothing(tmp_path):
     assert result.returncode == 1
     assert result.stderr.strip() == "error: --state-partitions names no streamlet of the blueprint: nope"
     assert not (tmp_path / "state").exists()
+
+
+def test_run_checks_its_config_as_verify_does_before_anything_starts(tmp_path):
+    """A list as a volume-mount folder or as a Spark setting: `blueprint verify --config` and
+    `blueprint run --config` refuse the same file with the same problems, and the run creates
+    nothing (no state folder, no folder named "['a', 'b']")."""
+    import json
+
+    conf = tmp_path / "run.conf"
+    conf.write_text("streamlets {\n  ingress.volume-mounts.source = [a, b]\n"
+                    "  multiply.spark { spark.sql.shuffle.partitions = [1, 2] }\n}\n")
+    verify = subprocess.run([sys.executable, "-m", "blueprint.cli", "verify", str(NUMBERS / "blueprint.yaml"),
+                             "--config", str(conf), "--format", "json"], capture_output=True, text=True, timeout=120)
+    assert verify.returncode == 1
+    expected = {(p["code"], p["line"], p["column"]) for p in json.loads(verify.stdout)["problems"]}
+    assert expected == {("invalid-config-value", 2, 25), ("invalid-config-value", 3, 38)}
+
+    result = run(str(NUMBERS / "blueprint.yaml"), "--config", str(conf), "--state-dir", str(tmp_path / "state"))
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"error: {conf}:2:25: streamlets.ingress.volume-mounts.source: a volume mount is set to a folder or a claim "
+        "name (text) (and 1 more above); nothing was started"]
+    assert "streamlets.multiply.spark.spark.sql.shuffle.partitions: [1, 2] is not a Spark setting's value" in result.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.conf"]
+
+
+def test_a_list_as_a_spark_override_is_refused_too(tmp_path):
+    result = run(str(NUMBERS / "blueprint.yaml"), "--state-dir", str(tmp_path / "state"),
+                 "streamlets.multiply.config-parameters.factor=two")
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: command line: streamlets.multiply.config-parameters.factor: ")
+    assert not (tmp_path / "state").exists()

@@ -270,3 +270,24 @@ def test_command_requests_and_savepoint_entries():
     (sp,) = commands.savepoint_entries(entries, "periodic")
     assert (sp["name"], sp["batchIds"], sp["reason"], sp["commandId"]) == ("sp-1", {"out": 7}, "periodic", "c1")
     assert len(commands.appended({"savepoints": [{}] * 60}, "savepoints", [sp])) == commands.KEEP
+
+
+def test_driver_and_executors_bound_avro_allocations(built, monkeypatch):
+    """Both JVMs get Avro's limits as javaOptions; the user's own JVM options in sparkConf are
+    kept (the Spark Operator's javaOptions would replace them); STREAMLETS_MAX_VALUE_BYTES moves
+    the ceiling."""
+    from streamlets import avro_limits
+
+    monkeypatch.delenv(avro_limits.ENV, raising=False)
+    body = copy.deepcopy(built)
+    spec = render.render_all(body, env={})["streamlets"]["enrich"][1]["spec"]
+    for pod in ("driver", "executor"):
+        options = spec[pod]["javaOptions"].split()
+        assert options == [f"-D{p}=1048588" for p in avro_limits.PROPERTIES]
+    streamlet(body, "enrich")["sparkConf"] = {"spark.executor.extraJavaOptions": "-XX:+UseG1GC"}
+    monkeypatch.setenv(avro_limits.ENV, "4194304")
+    spec = render.render_all(body, env={})["streamlets"]["enrich"][1]["spec"]
+    assert spec["executor"]["javaOptions"].endswith(" -XX:+UseG1GC")
+    assert spec["sparkConf"]["spark.executor.extraJavaOptions"] == spec["executor"]["javaOptions"]
+    assert "-Dorg.apache.avro.limits.string.maxLength=4194304" in spec["executor"]["javaOptions"].split()
+    assert "-XX:+UseG1GC" not in spec["driver"]["javaOptions"]

@@ -196,6 +196,10 @@ CASES: dict[str, tuple] = {
                            .replace("producers: [src.out]", "producers: [src.out, src2.out]"), None, {}, None, (6, 28),
                            "outlets `src.out` (kinds.R) and `src2.out` (kinds.R) write different schemas"),
     "uncomparable-schema": (SOUND.replace("K.Source", "K.OddSource"), None, {}, None, (5, 41), "could not be compared"),
+    "zero-size-array-items": (ONLY_X + "topics:\n  t: {consumers: [x.in], managed: false}\n",
+                              'inlet = AvroInlet("in", {"type": "record", "name": "R", "fields": [{"name": "tags", '
+                              '"type": {"type": "array", "items": "null"}}]})', {}, None, (2, 3),
+                              "inlet 'in' (R): array tags[] has items that encode to zero bytes"),
     "cycle": ("streamlets:\n  a: K.Pipe\n  b: K.Pipe\ntopics:\n  ab: {producers: [a.out], consumers: [b.in]}\n"
               "  ba: {producers: [b.out], consumers: [a.in]}\n", None, {}, None, (2, 3), "cycle: a -[ab]-> b -[ba]-> a"),
     "malformed-config": (SOUND.replace("K.Sink", "K.Tuned"), None, {}, "streamlets { tuned = [\n", (2, 1), "malformed HOCON"),
