@@ -81,7 +81,8 @@ def take(
     reason: str = typer.Option("manual", "--reason", help="recorded in the manifest"),
 ) -> None:
     """Take a savepoint of streamlets of a (running or stopped) sandbox application."""
-    from streamlets.state.savepoint import query_folders, take_savepoint
+    from streamlets.runtime.checkpoint import query_folders
+    from streamlets.state.savepoint import take_savepoint
     from streamlets.runtime.storage import LocalStorage
 
     bp, classes = _blueprint(file)

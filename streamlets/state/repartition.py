@@ -41,9 +41,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .savepoint import query_folders
+from ..runtime.checkpoint import (CheckpointFormatError, committed_batches, local_checkpoint, planned_batches,
+                                  query_folders, read_log)
 from ..runtime.storage import LocalStorage, free_name, is_local, local_path
-from .export import StateExportError, _checkpoint_dir, _numbered, _read_raw, stateful_operators
+from .errors import StateError
+from .export import StateExportError, read_raw_state, stateful_operators
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -58,7 +60,7 @@ _VERSION_SUFFIXES = (".delta", ".snapshot", ".delta.crc", ".snapshot.crc")
 _COMPLETE = ".repartition-complete"  # written last into a build: it may replace the checkpoint
 
 
-class RepartitionError(Exception):
+class RepartitionError(StateError):
     """The checkpoint cannot be repartitioned; the message names the checkpoint, the batch or
     the operator and says what to do. Nothing was changed."""
 
@@ -126,12 +128,16 @@ def _writer(spark: "SparkSession") -> Any:
 
 
 def _read_log(path: Path) -> tuple[list[str], dict[str, Any]]:
-    """A Spark log file (`v1`, then a JSON line, then more lines): its lines and its JSON."""
+    """A Spark log file's lines and JSON line (streamlets.runtime.checkpoint.read_log)."""
     try:
-        lines = path.read_text().splitlines()
-        return lines, json.loads(lines[1])
-    except (OSError, IndexError, ValueError) as e:
-        raise RepartitionError(f"{path} cannot be read ({e}): the checkpoint is damaged; not touched") from None
+        return read_log(LocalStorage(), str(path))
+    except CheckpointFormatError as e:
+        raise RepartitionError(f"{e}; not touched") from None
+
+
+def _committed_and_planned(checkpoint: Path) -> tuple[list[int], list[int]]:
+    storage = LocalStorage()
+    return committed_batches(storage, str(checkpoint)), planned_batches(storage, str(checkpoint))
 
 
 def _operator_metadata(state_dir: Path, operator_id: int) -> dict[str, Any]:
@@ -167,7 +173,7 @@ def _check_operators(spark: "SparkSession", path: Path, batch: int, old: int) ->
         if stores[0]["partitions"] != old:
             raise RepartitionError(f"{path}: operator {op_id} has {stores[0]['partitions']} state partitions, but offsets/{batch} "
                                    f"pins {SHUFFLE_PARTITIONS}={old}: the checkpoint is inconsistent; not touched")
-        misplaced = (_read_raw(spark, path, op_id, "default", batch)
+        misplaced = (read_raw_state(spark, path, op_id, "default", batch)
                      .where(f"pmod(hash(key), {old}) != partition_id").limit(1).count())
         if misplaced:
             raise RepartitionError(
@@ -187,7 +193,7 @@ def _write_operator(spark: "SparkSession", path: Path, target_state: Path, scrat
     gateway = spark.sparkContext._gateway
     S = jvm.org.apache.spark.sql.execution.streaming.state
     op_id = op["operator_id"]
-    table = (_read_raw(spark, path, op_id, "default", batch)
+    table = (read_raw_state(spark, path, op_id, "default", batch)
              .select("key", "value", F.expr(f"pmod(hash(key), {partitions})").alias("partition"))
              .orderBy("partition"))
     jdf = table._jdf
@@ -261,7 +267,7 @@ def repartition_streamlet(spark: "SparkSession", run: "StreamletRunConfig") -> l
     for query in _query_names(root):
         checkpoint = root / query
         _recover(checkpoint)
-        committed, planned = _numbered(checkpoint / "commits"), _numbered(checkpoint / "offsets")
+        committed, planned = _committed_and_planned(checkpoint)
         if not committed:
             continue  # nothing pinned yet: its first batch takes the session's spark.sql.shuffle.partitions
         if planned and planned[-1] > committed[-1]:
@@ -326,11 +332,10 @@ def plan_repartition(checkpoint: str | Path, partitions: int) -> _Plan:
         raise RepartitionError(f"the number of state partitions must be at least 1, not {partitions}")
     _recover(Path(checkpoint).expanduser().resolve())
     try:
-        path = _checkpoint_dir(checkpoint)
-    except StateExportError as e:
+        path = local_checkpoint(checkpoint)
+    except CheckpointFormatError as e:
         raise RepartitionError(str(e)) from None
-    committed = _numbered(path / "commits")
-    planned = _numbered(path / "offsets")
+    committed, planned = _committed_and_planned(path)
     if not committed:
         raise RepartitionError(f"{path}: no committed batch yet; a query without state starts with the session's "
                                f"{SHUFFLE_PARTITIONS}, set that instead")
