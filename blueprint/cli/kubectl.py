@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .app import EXIT_PROBLEMS, EXIT_SOUND, EXIT_USAGE, render_resource
-from ..deploy.crd import GROUP, KIND, PLURAL, VERSION
+from ..deploy.crd import GROUP, KIND, PLURAL, REQUEST_ANNOTATION, VERSION
 
 app = typer.Typer(name="kubectl streamlets", add_completion=False, no_args_is_help=True,
                   pretty_exceptions_enable=False,
@@ -291,7 +291,6 @@ def _parameter(declared: dict[str, Any]):
 
 # --- savepoints and state (the operator sends the commands on the control stream) ----------------
 
-REQUEST_ANNOTATION = "commands.streamlets.io/request"  # operator/streamlets_operator/commands.py
 
 
 def _command(cluster: "Cluster", app_name: str, command: str, target: str | None, args: dict[str, str],
