@@ -31,9 +31,10 @@ from yaml.constructor import SafeConstructor
 
 from streamlets.errors import ConfigError
 
-from .loader import HOCON_SUFFIXES, BlueprintError, _hocon_root, _yaml_root
+from .loader import HOCON_SUFFIXES, BlueprintLoadError, _hocon_root, _yaml_root
 from .problems import Problem, make_problem
 from .verify import Resolved
+from .errors import BlueprintError
 
 STREAMLET_SECTIONS = ("config-parameters", "volume-mounts", "spark", "kubernetes")
 TOP_LEVEL = ("streamlets", "runtimes", "topics", "kafka")
@@ -43,7 +44,7 @@ _QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?)(m)?$")  # Kubernetes CPU quantitie
 _SERVERS = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:[0-9]+(,[A-Za-z0-9.\-\[\]:]+:[0-9]+)*$")
 
 
-class ConfigReadError(Exception):
+class ConfigReadError(BlueprintError):
     """The config file cannot be read (missing, a folder, unreadable)."""
 
 
@@ -65,7 +66,7 @@ class Entry:
 def read_entries(path: Path) -> list[Entry]:
     """The settings of a config file, flattened to leaf values with their positions.
 
-    Raises ConfigReadError if the file cannot be read, BlueprintError (code malformed-config)
+    Raises ConfigReadError if the file cannot be read, BlueprintLoadError (code malformed-config)
     if it is not HOCON, YAML or JSON or not a mapping.
     """
     try:
@@ -74,12 +75,12 @@ def read_entries(path: Path) -> list[Entry]:
         raise ConfigReadError(f"{path}: cannot read config: {getattr(e, 'strerror', None) or e}") from None
     try:
         root = _hocon_root(path, text) if path.suffix in HOCON_SUFFIXES else _yaml_root(path, text)
-    except BlueprintError as e:
-        raise BlueprintError(e.message, path, e.line, e.column, "malformed-config") from None
+    except BlueprintLoadError as e:
+        raise BlueprintLoadError(e.message, path, e.line, e.column, "malformed-config") from None
     if root is None:
         return []
     if not isinstance(root, yaml.MappingNode):
-        raise BlueprintError("a config file must be a mapping with sections "
+        raise BlueprintLoadError("a config file must be a mapping with sections "
                              f"{', '.join(TOP_LEVEL)}", path, 1, 1, "malformed-config")
     return list(_flatten(root, (), str(path)))
 

@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from ..loader import BlueprintError, BlueprintReadError, load_blueprint
+from ..loader import BlueprintLoadError, BlueprintReadError, load_blueprint
 from ..model import Blueprint
 from ..problems import GROUPS, Problem, make_problem, report_order
 from ..verify import verify as verify_blueprint
@@ -136,7 +136,7 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
 
     try:
         blueprint = load_blueprint(file)
-    except BlueprintError as e:
+    except BlueprintLoadError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE if isinstance(e, BlueprintReadError) else EXIT_PROBLEMS
     if config is not None and not config.is_file():
@@ -178,7 +178,7 @@ def _verify(file: Path, fmt: OutputFormat, strict: bool, config: Path | None, ov
     except BlueprintReadError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except BlueprintError as e:  # the file is there but is no blueprint: problems like any other
+    except BlueprintLoadError as e:  # the file is there but is no blueprint: problems like any other
         problems = [make_problem(p.code, p.message, str(file), p.line, p.column) for p in e.problems]
         problems.append(make_problem(e.code, e.message, str(file), e.line, e.column))
     else:
@@ -193,7 +193,7 @@ def _verify(file: Path, fmt: OutputFormat, strict: bool, config: Path | None, ov
             except ConfigReadError as e:
                 print(f"error: {e}", file=sys.stderr)
                 return EXIT_USAGE
-            except BlueprintError as e:  # not checked further: its settings are unknown
+            except BlueprintLoadError as e:  # not checked further: its settings are unknown
                 problems = report_order(problems + [make_problem(e.code, e.message, str(config), e.line, e.column)])
             else:
                 problems = report_order(problems + problems_of_overrides + check_config(resolved, entries))
@@ -331,7 +331,7 @@ def render_resource(file: Path, image: str, confs: list[Path], overrides: list[s
         blueprint = load_blueprint(file)
     except BlueprintReadError as e:
         return usage(str(e))
-    except BlueprintError as e:
+    except BlueprintLoadError as e:
         problems = [make_problem(p.code, p.message, str(file), p.line, p.column) for p in e.problems]
         return report(None, problems + [make_problem(e.code, e.message, str(file), e.line, e.column)])
     entries, problems = [], []
@@ -340,7 +340,7 @@ def render_resource(file: Path, image: str, confs: list[Path], overrides: list[s
             entries += read_entries(path)
         except ConfigReadError as e:
             return usage(str(e))
-        except BlueprintError as e:
+        except BlueprintLoadError as e:
             problems.append(make_problem(e.code, e.message, str(path), e.line, e.column))
     command_line, override_problems = parse_overrides(overrides)
     problems += override_problems
@@ -385,7 +385,7 @@ def graph(
     try:
         try:
             blueprint = load_blueprint(file)
-        except BlueprintError as e:
+        except BlueprintLoadError as e:
             fail(str(e), EXIT_USAGE if isinstance(e, BlueprintReadError) else EXIT_PROBLEMS)
         descriptors, load_errors = {}, {}
         with contextlib.redirect_stdout(sys.stderr):  # streamlet modules may print while importing

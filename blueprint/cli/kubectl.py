@@ -32,13 +32,14 @@ from rich.table import Table
 
 from .app import EXIT_PROBLEMS, EXIT_SOUND, EXIT_USAGE, render_resource
 from ..deploy.crd import GROUP, KIND, PLURAL, REQUEST_ANNOTATION, VERSION
+from ..errors import BlueprintError
 
 app = typer.Typer(name="kubectl streamlets", add_completion=False, no_args_is_help=True,
                   pretty_exceptions_enable=False,
                   help="Deploy and operate Streamlets on Spark applications (StreamletApplication resources).")
 
 
-class Refused(Exception):
+class Refused(BlueprintError):
     """The request cannot be done as asked (exit status 1)."""
 
 

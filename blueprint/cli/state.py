@@ -40,11 +40,11 @@ def default_state_dir(app_id: str) -> Path:
 
 
 def _blueprint(file: Path):
-    from ..loader import BlueprintError, BlueprintReadError, import_streamlets, load_blueprint
+    from ..loader import BlueprintLoadError, BlueprintReadError, import_streamlets, load_blueprint
 
     try:
         bp = load_blueprint(file)
-    except BlueprintError as e:
+    except BlueprintLoadError as e:
         fail(str(e), EXIT_USAGE if isinstance(e, BlueprintReadError) else EXIT_REFUSED)
     with contextlib.redirect_stdout(sys.stderr):
         classes = import_streamlets(bp)
@@ -120,11 +120,11 @@ def list_(
 
     app_id = None
     if file is not None:
-        from ..loader import BlueprintError, load_blueprint
+        from ..loader import BlueprintLoadError, load_blueprint
 
         try:
             app_id = load_blueprint(file).app_id
-        except BlueprintError as e:
+        except BlueprintLoadError as e:
             fail(str(e), EXIT_USAGE)
     if savepoints is None:
         if app_id is None and state_dir is None:
@@ -242,7 +242,7 @@ def control(
     """Send a command on the application's control stream and print each streamlet's result."""
     from streamlets.runtime.control import COMMANDS, Command, await_results, results_consumer, send_command
 
-    from ..loader import BlueprintError, load_blueprint
+    from ..loader import BlueprintLoadError, load_blueprint
 
     if custom and not re.fullmatch(r"[a-z][a-z0-9-]*", command):
         fail(f"custom command name {command!r}: use lower-case letters, digits and '-'", EXIT_USAGE)
@@ -251,7 +251,7 @@ def control(
              EXIT_USAGE)
     try:
         bp = load_blueprint(file)
-    except BlueprintError as e:
+    except BlueprintLoadError as e:
         fail(str(e), EXIT_USAGE)
     if streamlet is not None and streamlet not in bp.streamlets:
         fail(f"{file} has no streamlet {streamlet!r} (it has {', '.join(bp.streamlets)})", EXIT_USAGE)

@@ -30,6 +30,7 @@ from ..model import Blueprint
 from ..problems import Problem, make_problem, report_order
 from ..topics import dead_letter_topic, topic_bindings
 from ..verify import Resolved, check
+from ..errors import BlueprintError
 
 DEFAULT_EXECUTORS = 1
 POD_FIELDS = {"cores": "cores", "core-limit": "coreLimit", "memory": "memory", "memory-overhead": "memoryOverhead"}
@@ -37,7 +38,7 @@ POD_FIELDS = {"cores": "cores", "core-limit": "coreLimit", "memory": "memory", "
 _CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
-class BuildError(Exception):
+class BuildError(BlueprintError):
     """The blueprint or its config has errors: nothing was rendered. `problems` has them all
     (warnings too), in report order."""
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
+from ..errors import BlueprintError
 
 SECTIONS = ("config-parameters", "volume-mounts", "spark", "kubernetes")
 # Deploy-time scopes a shared config file may carry; the sandbox applies runtimes.spark.config to
@@ -23,7 +24,7 @@ SECTIONS = ("config-parameters", "volume-mounts", "spark", "kubernetes")
 DEPLOY_ONLY_TOP_LEVEL = ("runtimes", "topics", "kafka")
 
 
-class LocalConfigError(ValueError):
+class LocalConfigError(BlueprintError, ValueError):
     """The run config file or a key=value override is malformed or names something unknown."""
 
 

@@ -37,6 +37,7 @@ from streamlets.runtime.runner import start_control_listener
 
 from .localconfig import LocalConfigError, StreamletSettings, load_settings
 from .view import TopicRow, plain_line, render
+from ..errors import BlueprintError
 
 log = logging.getLogger("streamlets.sandbox")
 
@@ -60,7 +61,7 @@ class SandboxOptions:
     state_partitions: dict[str, int] = field(default_factory=dict)  # streamlet -> state partitions (repartition)
 
 
-class SandboxError(Exception):
+class SandboxError(BlueprintError):
     """The application cannot start: a message naming what and where."""
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from blueprint.deploy.crd import API_VERSION, GROUP, KIND, PLURAL, VERSION  # noqa: F401  (the CRD's one home)
 from streamlets.runtime.runconfig import StreamletRunConfig
+from streamlets.errors import StreamletError
 
 SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
 SPARK_API_VERSION = f"{SPARK_GROUP}/{SPARK_VERSION}"
@@ -40,7 +41,7 @@ RESTART_POLICY = {"type": "OnFailure", "onFailureRetries": 3, "onFailureRetryInt
                   "onSubmissionFailureRetries": 5, "onSubmissionFailureRetryInterval": 20}
 
 
-class SpecError(ValueError):
+class SpecError(StreamletError, ValueError):
     """The spec cannot be deployed (it passed the CRD schema, but is inconsistent)."""
 
 
