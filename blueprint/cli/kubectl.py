@@ -22,7 +22,6 @@ error. Never a traceback.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,17 +29,20 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .app import EXIT_PROBLEMS, EXIT_SOUND, EXIT_USAGE, render_resource
+from ..deploy.build import render_application
 from ..deploy.crd import GROUP, KIND, PLURAL, REQUEST_ANNOTATION, VERSION
-from ..errors import BlueprintError
+from .errors import EXIT_PROBLEMS, EXIT_SOUND, EXIT_USAGE, CliError, exit_with
 
 app = typer.Typer(name="kubectl streamlets", add_completion=False, no_args_is_help=True,
                   pretty_exceptions_enable=False,
                   help="Deploy and operate Streamlets on Spark applications (StreamletApplication resources).")
 
 
-class Refused(BlueprintError):
+class Refused(CliError):
     """The request cannot be done as asked (exit status 1)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, EXIT_PROBLEMS)
 
 
 class Cluster:
@@ -118,9 +120,7 @@ def deploy(
     """Verify and build the application (as `blueprint build`), then create or update it."""
     def run() -> int:
         cluster = Cluster(kubeconfig, context, namespace)
-        resource = render_resource(blueprint_file, image, conf or [], overrides or [], kafka, cluster.namespace)
-        if isinstance(resource, int):
-            return resource
+        resource = render_application(blueprint_file, image, conf or [], overrides or [], kafka, cluster.namespace)
         outcome = cluster.apply(resource)
         print(f"streamletapplication.{GROUP}/{resource['metadata']['name']} {outcome} in {cluster.namespace}")
         return EXIT_SOUND
@@ -216,8 +216,7 @@ def configure(app_name: str = typer.Argument(..., metavar="APP"),
             try:
                 entries += read_entries(path)
             except ConfigReadError as e:
-                print(f"error: {e}", file=sys.stderr)
-                return EXIT_USAGE
+                raise CliError(str(e), EXIT_USAGE) from None
         more, problems = parse_overrides(overrides or [])
         if problems:
             raise Refused("; ".join(p.message for p in problems))
@@ -407,31 +406,27 @@ def restore(app_name: str = typer.Argument(..., metavar="APP"),
     _exit(run)
 
 
-def _exit(run) -> None:
-    """Run a command body: Refused is exit 1, API and I/O errors exit 2, one line each."""
+def _explain(e: Exception) -> CliError | None:
+    """The API server's refusal (409/422: exit 1, else 2) and kubeconfig or I/O errors (2)."""
     from kubernetes.client.exceptions import ApiException
     from kubernetes.config.config_exception import ConfigException
 
-    try:
-        code = run()
-    except Refused as e:
-        print(f"error: {e}", file=sys.stderr)
-        code = EXIT_PROBLEMS
-    except ApiException as e:
+    if isinstance(e, ApiException):
         reason = e.reason
         try:
             reason = json.loads(e.body).get("message", reason)
         except Exception:
             pass
-        print(f"error: the API server said {e.status}: {reason}", file=sys.stderr)
-        code = EXIT_PROBLEMS if e.status in (409, 422) else EXIT_USAGE
-    except (ConfigException, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        code = EXIT_USAGE
-    except Exception as e:  # a bug of ours: one line, no traceback
-        print(f"error: internal error: {type(e).__name__}: {e}", file=sys.stderr)
-        code = EXIT_USAGE
-    raise typer.Exit(code)
+        return CliError(f"the API server said {e.status}: {reason}", EXIT_PROBLEMS if e.status in (409, 422) else EXIT_USAGE)
+    if isinstance(e, (ConfigException, OSError)):
+        return CliError(str(e), EXIT_USAGE)
+    return None
+
+
+def _exit(run) -> None:
+    """Run a command body (blueprint.cli.errors.exit_with): Refused is exit 1, API and I/O errors
+    exit 2 (409/422 from the API server: 1), one line each."""
+    exit_with(run, explain=_explain)
 
 
 def main() -> None:

@@ -21,18 +21,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
+from .errors import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, CliError, fail, guard  # noqa: F401
 
 savepoint_app = typer.Typer(help="Savepoints of a sandbox application's streamlets: take, list, inspect, dispose.",
                             no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 state_app = typer.Typer(help="The state of a checkpoint or savepoint: export it (JSON Lines, Parquet, CSV), "
                         "or repartition a stopped query's checkpoint.",
                         no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-
-
-def fail(message: str, code: int = EXIT_REFUSED) -> None:
-    print(f"error: {message}", file=sys.stderr)
-    raise typer.Exit(code)
 
 
 def default_state_dir(app_id: str) -> Path:
@@ -54,22 +49,17 @@ def _blueprint(file: Path):
     return bp, classes
 
 
-def _guard(fn):
-    """Run a command body: our errors are one line, anything else one line too (no traceback)."""
-    from streamlets.state.repartition import RepartitionError
-    from streamlets.state.savepoint import SavepointError
-    from streamlets.state.export import StateExportError
+def _explain(e: Exception) -> CliError | None:
+    if isinstance(e, OSError):
+        return CliError(f"{e.strerror or e}: {e.filename or ''}".rstrip(": "), EXIT_USAGE)
+    return None
 
-    try:
-        return fn()
-    except typer.Exit:
-        raise
-    except (SavepointError, StateExportError, RepartitionError) as e:
-        fail(str(e))
-    except OSError as e:
-        fail(f"{e.strerror or e}: {e.filename or ''}".rstrip(": "), EXIT_USAGE)
-    except Exception as e:  # a bug of ours or Spark's failure: one line
-        fail(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", EXIT_USAGE)
+
+def _guard(fn):
+    """Run a command body (blueprint.cli.errors.guard): state errors exit 1, I/O errors 2, a bug
+    of ours or Spark's failure one line `<type>: <first line>` with 2; no traceback."""
+    return guard(fn, explain=_explain,
+                 internal=lambda e: f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
 
 
 @savepoint_app.command("take")

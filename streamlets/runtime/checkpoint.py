@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StreamletError
-from .storage import LocalStorage, Storage, join
+from .storage import Storage, join
 
 
 class CheckpointFormatError(StreamletError):
