@@ -31,6 +31,7 @@ from rich.table import Table
 
 from ..deploy.build import render_application
 from ..deploy.crd import GROUP, KIND, PLURAL, REQUEST_ANNOTATION, VERSION
+from ..scopes import CONFIG_PARAMETERS, KUBERNETES, SPARK, parse_scope, spark_text
 from .errors import EXIT_PROBLEMS, EXIT_SOUND, EXIT_USAGE, CliError, exit_with
 
 app = typer.Typer(name="kubectl streamlets", add_completion=False, no_args_is_help=True,
@@ -245,27 +246,28 @@ def _streamlet(streamlets: list[dict], name: str, app_name: str) -> dict:
 
 def _configure(streamlets: list[dict], e, app_name: str) -> str:
     """Apply one setting to the spec's streamlets; the streamlet's name. Raises Refused."""
-    parts = e.parts
+    scope = parse_scope(e.parts)
     where = f"{e.source}:{e.line}: " if e.line else ""
-    if len(parts) < 4 or parts[0] != "streamlets" or parts[2] not in ("config-parameters", "spark", "kubernetes"):
+    if not scope.is_streamlet(CONFIG_PARAMETERS, SPARK, KUBERNETES):
         raise Refused(f"{where}{e.key}: a running application takes streamlets.<name>.config-parameters.<key>, "
                       "streamlets.<name>.spark.<key> or streamlets.<name>.kubernetes.executor.instances")
-    s = _streamlet(streamlets, parts[1], app_name)
-    rest = ".".join(parts[3:])
-    if parts[2] == "config-parameters":
+    name = scope.owner
+    s = _streamlet(streamlets, name, app_name)
+    rest = scope.item
+    if scope.section == CONFIG_PARAMETERS:
         declared = {p["key"]: p for p in s["descriptor"].get("config_parameters", [])}
         if rest not in declared:
-            raise Refused(f"{where}{e.key}: streamlet {parts[1]!r} declares no config parameter {rest!r} "
+            raise Refused(f"{where}{e.key}: streamlet {name!r} declares no config parameter {rest!r} "
                           f"(declared: {', '.join(declared) or 'none'})")
         try:
             _parameter(declared[rest]).parse(e.value)
         except Exception as err:  # ConfigError: the parameter's own validation
             raise Refused(f"{where}{e.key}: {err}") from None
         s.setdefault("configParameters", {})[rest] = e.value if isinstance(e.value, str) else json.dumps(e.value)
-    elif parts[2] == "spark":
+    elif scope.section == SPARK:
         if not rest.startswith("spark."):
             raise Refused(f"{where}{e.key}: Spark settings start with spark.")
-        s.setdefault("sparkConf", {})[rest] = str(e.value).lower() if isinstance(e.value, bool) else str(e.value)
+        s.setdefault("sparkConf", {})[rest] = spark_text(e.value)
     else:
         if rest != "executor.instances":
             raise Refused(f"{where}{e.key}: of the pod settings a running application takes executor.instances; "
@@ -274,7 +276,7 @@ def _configure(streamlets: list[dict], e, app_name: str) -> str:
         if not text.isdigit():
             raise Refused(f"{where}{e.key}: {e.value!r} is not a whole number of executors")
         s.setdefault("scale", {})["executors"] = int(text)
-    return parts[1]
+    return name
 
 
 def _parameter(declared: dict[str, Any]):

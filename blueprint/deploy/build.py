@@ -31,6 +31,7 @@ from ..configcheck import Entry, check_config
 from .crd import API_VERSION, KIND
 from ..model import Blueprint
 from ..problems import Problem, make_problem, report_order
+from ..scopes import CONFIG_PARAMETERS, KAFKA, RUNTIMES, SPARK, STREAMLETS, TOPICS, VOLUME_MOUNTS, parse_scope
 from ..topics import dead_letter_topic, topic_bindings
 from ..verify import Resolved, check
 from ..errors import BlueprintError
@@ -166,28 +167,29 @@ class _Settings:
             self._add(e)
 
     def _add(self, e: Entry) -> None:
-        head, parts = e.parts[0], e.parts
-        if head == "streamlets":
-            name, section, rest = parts[1], parts[2], ".".join(parts[3:])
-            if section == "config-parameters":
-                self.params.setdefault(name, {})[rest] = e.value
-            elif section == "volume-mounts":
-                self.mounts.setdefault(name, {})[rest] = e
-            elif section == "spark":
-                self.spark.setdefault(name, {})[rest] = e.value
+        # The entries passed check_config: every key is a known scope (blueprint.scopes).
+        scope = parse_scope(e.parts)
+        if scope.top == STREAMLETS:
+            name, section = scope.owner, scope.section
+            if section == CONFIG_PARAMETERS:
+                self.params.setdefault(name, {})[scope.item] = e.value
+            elif section == VOLUME_MOUNTS:
+                self.mounts.setdefault(name, {})[scope.item] = e
+            elif section == SPARK:
+                self.spark.setdefault(name, {})[scope.item] = e.value
             else:
-                self.kube.setdefault(name, {})[(parts[3], ".".join(parts[4:]))] = e.value
-        elif head == "runtimes":
-            if parts[2] == "config":
-                self.spark.setdefault(None, {})[".".join(parts[3:])] = e.value
+                self.kube.setdefault(name, {})[scope.pod_setting()] = e.value
+        elif scope.top == RUNTIMES:
+            if scope.section == "config":
+                self.spark.setdefault(None, {})[scope.item] = e.value
             else:
-                self.kube.setdefault(None, {})[(parts[3], ".".join(parts[4:]))] = e.value
-        elif head == "topics":
-            if parts[2] == "config":
-                self.topic_config.setdefault(parts[1], {})[".".join(parts[3:])] = e.value
+                self.kube.setdefault(None, {})[scope.pod_setting()] = e.value
+        elif scope.top == TOPICS:
+            if scope.section == "config":
+                self.topic_config.setdefault(scope.owner, {})[scope.item] = e.value
             else:
-                self.topics.setdefault(parts[1], {})[parts[2]] = e.value
-        elif head == "kafka":
+                self.topics.setdefault(scope.owner, {})[scope.section] = e.value
+        elif scope.top == KAFKA:
             value = e.value
             self.bootstrap_servers = ",".join(map(str, value)) if isinstance(value, list) else str(value).replace(" ", "")
 
