@@ -74,6 +74,17 @@ def committed_batches(storage: Storage, checkpoint: str) -> list[int]:
     return batch_ids(storage, join(checkpoint, "commits"))
 
 
+def commit_log(storage: Storage, checkpoint: str, batch: int) -> dict[str, Any]:
+    """The JSON of `commits/N` (watermark, state unique ids). Raises CheckpointFormatError."""
+    return read_log(storage, join(checkpoint, "commits", str(batch)))[1]
+
+
+def offsets_log(storage: Storage, checkpoint: str, batch: int) -> tuple[list[str], dict[str, Any]]:
+    """`offsets/N`: its lines (version, metadata JSON, one per source) and its metadata (the
+    pinned session settings under `conf`). Raises CheckpointFormatError."""
+    return read_log(storage, join(checkpoint, "offsets", str(batch)))
+
+
 def query_id(storage: Storage, checkpoint: str) -> str | None:
     """The query's id: `metadata` is one JSON line written when the query first started,
     {"id": "<uuid>"}. None if the file is missing or unreadable."""

@@ -39,10 +39,10 @@ import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from ..runtime.checkpoint import (CheckpointFormatError, committed_batches, local_checkpoint, planned_batches,
-                                  query_folders, read_log)
+from ..runtime.checkpoint import (CheckpointFormatError, commit_log, committed_batches, local_checkpoint,
+                                  offsets_log, planned_batches, query_folders, read_log)
 from ..runtime.storage import LocalStorage, free_name, is_local, local_path
 from .errors import StateError
 from .export import StateExportError, read_raw_state, stateful_operators
@@ -58,6 +58,7 @@ HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateS
 # Files of one state version in a partition folder (HDFS-backed: N.delta, N.snapshot, .N.delta.crc)
 _VERSION_SUFFIXES = (".delta", ".snapshot", ".delta.crc", ".snapshot.crc")
 _COMPLETE = ".repartition-complete"  # written last into a build: it may replace the checkpoint
+T = TypeVar("T")
 
 
 class RepartitionError(StateError):
@@ -127,12 +128,17 @@ def _writer(spark: "SparkSession") -> Any:
     return _writer_cache[key]
 
 
-def _read_log(path: Path) -> tuple[list[str], dict[str, Any]]:
-    """A Spark log file's lines and JSON line (streamlets.runtime.checkpoint.read_log)."""
+def _damaged(read: Callable[[], T]) -> T:
+    """A checkpoint file read through streamlets.runtime.checkpoint; a damaged one is a RepartitionError."""
     try:
-        return read_log(LocalStorage(), str(path))
+        return read()
     except CheckpointFormatError as e:
         raise RepartitionError(f"{e}; not touched") from None
+
+
+def _read_log(path: Path) -> tuple[list[str], dict[str, Any]]:
+    """A Spark log file's lines and JSON line (streamlets.runtime.checkpoint.read_log)."""
+    return _damaged(lambda: read_log(LocalStorage(), str(path)))
 
 
 def _committed_and_planned(checkpoint: Path) -> tuple[list[int], list[int]]:
@@ -343,10 +349,11 @@ def plan_repartition(checkpoint: str | Path, partitions: int) -> _Plan:
     if planned and planned[-1] > batch:
         raise RepartitionError(f"{path}: batch {planned[-1]} was planned but not committed (the query stopped mid-batch); "
                                "run the query until it commits, or restore a savepoint, then repartition")
-    if _read_log(path / "commits" / str(batch))[1].get("stateUniqueIds"):
+    storage = LocalStorage()
+    if _damaged(lambda: commit_log(storage, str(path), batch)).get("stateUniqueIds"):
         raise RepartitionError(f"{path}: the state files carry unique ids (state store checkpoint format version 2); "
                                "repartitioning supports format version 1 (Spark's default) only")
-    offsets, meta = _read_log(path / "offsets" / str(batch))
+    offsets, meta = _damaged(lambda: offsets_log(storage, str(path), batch))
     conf = meta.get("conf", {})
     old = int(conf.get(SHUFFLE_PARTITIONS, "0") or 0)
     plan = _Plan(path, batch, offsets, meta, Repartitioned(str(path), batch, old, partitions))
