@@ -31,19 +31,20 @@ from yaml.constructor import SafeConstructor
 
 from streamlets.errors import ConfigError
 
-from .loader import HOCON_SUFFIXES, BlueprintError, _hocon_root, _yaml_root
+from .loader import HOCON_SUFFIXES, BlueprintLoadError, _hocon_root, _yaml_root
 from .problems import Problem, make_problem
+from .scopes import (CONFIG_PARAMETERS, KUBERNETES, POD_KEYS, POD_METADATA, POD_ROLES, RUNTIME_SECTIONS,
+                     RUNTIMES, SPARK, STREAMLET_SECTIONS, STREAMLETS, TOP_LEVEL, TOPIC_SETTINGS, TOPICS, VOLUME_MOUNTS,
+                     parse_scope)
 from .verify import Resolved
+from .errors import BlueprintError
 
-STREAMLET_SECTIONS = ("config-parameters", "volume-mounts", "spark", "kubernetes")
-TOP_LEVEL = ("streamlets", "runtimes", "topics", "kafka")
-POD_KEYS = ("cores", "core-limit", "memory", "memory-overhead")
 _MEMORY = re.compile(r"^[0-9]+[kmgtp]?b?$", re.IGNORECASE)  # Spark's memory strings: 512m, 2g
 _QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?)(m)?$")  # Kubernetes CPU quantities: 1, 0.5, 1200m
 _SERVERS = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:[0-9]+(,[A-Za-z0-9.\-\[\]:]+:[0-9]+)*$")
 
 
-class ConfigReadError(Exception):
+class ConfigReadError(BlueprintError):
     """The config file cannot be read (missing, a folder, unreadable)."""
 
 
@@ -65,7 +66,7 @@ class Entry:
 def read_entries(path: Path) -> list[Entry]:
     """The settings of a config file, flattened to leaf values with their positions.
 
-    Raises ConfigReadError if the file cannot be read, BlueprintError (code malformed-config)
+    Raises ConfigReadError if the file cannot be read, BlueprintLoadError (code malformed-config)
     if it is not HOCON, YAML or JSON or not a mapping.
     """
     try:
@@ -74,12 +75,12 @@ def read_entries(path: Path) -> list[Entry]:
         raise ConfigReadError(f"{path}: cannot read config: {getattr(e, 'strerror', None) or e}") from None
     try:
         root = _hocon_root(path, text) if path.suffix in HOCON_SUFFIXES else _yaml_root(path, text)
-    except BlueprintError as e:
-        raise BlueprintError(e.message, path, e.line, e.column, "malformed-config") from None
+    except BlueprintLoadError as e:
+        raise BlueprintLoadError(e.message, path, e.line, e.column, "malformed-config") from None
     if root is None:
         return []
     if not isinstance(root, yaml.MappingNode):
-        raise BlueprintError("a config file must be a mapping with sections "
+        raise BlueprintLoadError("a config file must be a mapping with sections "
                              f"{', '.join(TOP_LEVEL)}", path, 1, 1, "malformed-config")
     return list(_flatten(root, (), str(path)))
 
@@ -101,8 +102,8 @@ def check_config(r: Resolved, entries: list[Entry]) -> list[Problem]:
     """Every problem of the settings against the blueprint's streamlets, topics and declarations,
     plus config parameters that have neither a default nor a value."""
     problems = [p for e in entries for p in _check_entry(r, e)]
-    given = {(e.parts[1], ".".join(e.parts[3:])) for e in entries
-             if len(e.parts) > 3 and e.parts[0] == "streamlets" and e.parts[2] == "config-parameters"}
+    scopes = [parse_scope(e.parts) for e in entries]
+    given = {(s.owner, s.item) for s in scopes if s.is_streamlet(CONFIG_PARAMETERS)}
     for name, cls in r.classes.items():
         for param in cls.config_parameters():
             if param.default is None and (name, param.key) not in given:
@@ -125,7 +126,7 @@ def config_problems(r: Resolved, config: Path | None, overrides: Iterable[str]) 
     if config is not None:
         try:
             entries = read_entries(config) + entries
-        except BlueprintError as e:
+        except BlueprintLoadError as e:
             return problems + [make_problem(e.code, e.message, str(config), e.line, e.column)]
     return problems + check_config(r, entries)
 
@@ -164,20 +165,21 @@ def _check_entry(r: Resolved, e: Entry) -> list[Problem]:
     def problem(code: str, message: str, hint: str | None = None) -> list[Problem]:
         return [make_problem(code, f"{e.key}: {message}", e.source, e.line, e.column, hint)]
 
-    head = e.parts[0] if e.parts else ""
-    if head not in TOP_LEVEL:
-        return problem("unknown-config-key", f"unknown top-level key {head!r}", f"use one of {', '.join(TOP_LEVEL)}")
-    if head == "streamlets":
+    scope = parse_scope(e.parts)
+    if scope.top not in TOP_LEVEL:
+        return problem("unknown-config-key", f"unknown top-level key {scope.top!r}", f"use one of {', '.join(TOP_LEVEL)}")
+    if scope.top == STREAMLETS:
         return _check_streamlet_entry(r, e, problem)
-    if head == "runtimes":
-        if len(e.parts) < 4 or e.parts[1] != "spark" or e.parts[2] not in ("config", "kubernetes"):
+    if scope.top == RUNTIMES:
+        if not any(scope.is_runtime(section) for section in RUNTIME_SECTIONS):
             return problem("unknown-config-key", "runtime settings are runtimes.spark.config.<spark key> "
                                                  "or runtimes.spark.kubernetes.<...>")
-        rest = ".".join(e.parts[3:])
-        return _check_spark_key(rest, e.value, problem) if e.parts[2] == "config" else _check_kubernetes(e.parts[3:], e.value, problem)
-    if head == "topics":
+        return _check_spark_key(scope.item, e.value, problem) if scope.section == "config" else \
+            _check_kubernetes(scope.rest, e.value, problem)
+    if scope.top == TOPICS:
         return _check_topic_entry(r, e, problem)
-    if e.parts[1:] != ("bootstrap-servers",):
+    # kafka
+    if (scope.section, scope.rest) != ("bootstrap-servers", ()):
         return problem("unknown-config-key", "the kafka section has only bootstrap-servers")
     servers = ",".join(e.value) if isinstance(e.value, list) else str(e.value)
     if not _SERVERS.match(servers.replace(" ", "")):
@@ -186,24 +188,24 @@ def _check_entry(r: Resolved, e: Entry) -> list[Problem]:
 
 
 def _check_streamlet_entry(r: Resolved, e: Entry, problem) -> list[Problem]:
-    if len(e.parts) < 4:
+    scope = parse_scope(e.parts)
+    if not scope.complete:
         return problem("unknown-config-key", "streamlet settings are streamlets.<name>.<section>.<key> with section "
                                              f"one of {', '.join(STREAMLET_SECTIONS)}")
-    _, name, section = e.parts[:3]
-    rest = ".".join(e.parts[3:])
+    name, section, rest = scope.owner, scope.section, scope.item
     if name not in r.blueprint.streamlets:
         return problem("unknown-config-key", f"the blueprint has no streamlet {name!r}",
                        f"streamlets: {', '.join(sorted(r.blueprint.streamlets))}")
     if section not in STREAMLET_SECTIONS:
         return problem("unknown-config-key", f"unknown section {section!r}", f"use one of {', '.join(STREAMLET_SECTIONS)}")
-    if section == "spark":
+    if section == SPARK:
         return _check_spark_key(rest, e.value, problem)
-    if section == "kubernetes":
-        return _check_kubernetes(e.parts[3:], e.value, problem)
+    if section == KUBERNETES:
+        return _check_kubernetes(scope.rest, e.value, problem)
     cls = r.classes.get(name)
     if cls is None:
         return []  # its class did not load: reported by the verifier
-    if section == "volume-mounts":
+    if section == VOLUME_MOUNTS:
         mounts = [m.name for m in cls.volume_mounts()]
         if rest not in mounts:
             return problem("unknown-config-key", f"streamlet {name!r} declares no volume mount {rest!r}",
@@ -232,9 +234,9 @@ def _check_spark_key(key: str, value: Any, problem) -> list[Problem]:
 
 
 def _check_kubernetes(parts: tuple[str, ...], value: Any, problem) -> list[Problem]:
-    if len(parts) == 2 and parts[0] in ("labels", "annotations"):
+    if len(parts) == 2 and parts[0] in POD_METADATA:
         return [] if isinstance(value, (str, int, float, bool)) else problem("invalid-config-value", "must be text")
-    if len(parts) != 2 or parts[0] not in ("driver", "executor") or \
+    if len(parts) != 2 or parts[0] not in POD_ROLES or \
             parts[1] not in POD_KEYS + (("instances",) if parts[0] == "executor" else ()):
         return problem("unknown-config-key", "kubernetes settings are driver|executor.cores|core-limit|memory|"
                                              "memory-overhead, executor.instances, labels.<k>, annotations.<k>")
@@ -252,15 +254,16 @@ def _check_kubernetes(parts: tuple[str, ...], value: Any, problem) -> list[Probl
 
 
 def _check_topic_entry(r: Resolved, e: Entry, problem) -> list[Problem]:
-    if len(e.parts) < 3:
+    scope = parse_scope(e.parts)
+    if scope.section is None:
         return problem("unknown-config-key", "topic settings are topics.<id>.partitions|replication-factor|config.<key>")
-    topic_id, setting = e.parts[1], e.parts[2]
+    topic_id, setting = scope.owner, scope.section
     if topic_id not in r.blueprint.topics:
         return problem("unknown-config-key", f"the blueprint has no topic {topic_id!r}",
                        f"topics: {', '.join(sorted(r.blueprint.topics)) or 'none'}")
-    if setting == "config" and len(e.parts) > 3:
+    if setting == "config" and scope.rest:
         return [] if not isinstance(e.value, (list, dict)) else problem("invalid-config-value", "must be a single value")
-    if setting in ("partitions", "replication-factor") and len(e.parts) == 3:
+    if setting in TOPIC_SETTINGS and not scope.rest:
         value = e.value
         if isinstance(value, str) and value.strip().isdigit():
             value = int(value)

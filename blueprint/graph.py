@@ -20,11 +20,12 @@ from typing import Literal
 from streamlets.descriptor import StreamletDescriptor
 
 from .model import Blueprint
+from .errors import BlueprintError
 
 IMAGE_FORMATS = ("svg", "png")
 
 
-class GraphvizError(RuntimeError):
+class GraphvizError(BlueprintError, RuntimeError):
     """Graphviz could not render the graph (the `dot` executable failed or timed out)."""
 
 

@@ -20,6 +20,7 @@ import yaml
 from pydantic import ValidationError
 from yaml.constructor import SafeConstructor
 
+from .errors import BlueprintError  # noqa: F401  (the root; BlueprintLoadError is the loader's)
 from .model import Blueprint, LoadProblem, Located, PortRef, StreamletRef, Topic, dns_label_from
 from .problems import nearest, suggest
 
@@ -36,7 +37,7 @@ _NULL_TAG = "tag:yaml.org,2002:null"
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class BlueprintError(Exception):
+class BlueprintLoadError(BlueprintError):
     """The blueprint file is not a valid blueprint. `str()` is `file:line:column: message`.
 
     `code` is the verifier's problem code (malformed-blueprint, missing-streamlets,
@@ -60,7 +61,7 @@ class BlueprintError(Exception):
         return f"{where}: {self.message}" if where else self.message
 
 
-class BlueprintReadError(BlueprintError):
+class BlueprintReadError(BlueprintLoadError):
     """The blueprint file cannot be read at all (missing, a folder, unreadable, not UTF-8)."""
 
 
@@ -71,7 +72,7 @@ def load_blueprint(path: str | Path) -> Blueprint:
     Checks types and required keys only; whether names resolve and ports connect is the
     verifier's job. Entries with structural problems (unknown keys, duplicates, wrong types) are
     skipped and listed in `Blueprint.load_problems`. `app-id` defaults to the file's folder name
-    made a DNS label. Raises BlueprintReadError if the file cannot be read, BlueprintError
+    made a DNS label. Raises BlueprintReadError if the file cannot be read, BlueprintLoadError
     (naming the file, line and column) when no blueprint can be made of it: malformed YAML or
     HOCON, not a mapping, no or an empty `streamlets` section.
     """
@@ -92,10 +93,10 @@ def _yaml_root(path: Path, text: str) -> yaml.Node | None:
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         problem = ": ".join(p for p in (e.context, e.problem) if p)
-        raise BlueprintError(f"malformed YAML: {problem}", path,
+        raise BlueprintLoadError(f"malformed YAML: {problem}", path,
                              mark.line + 1 if mark else None, mark.column + 1 if mark else None) from None
     except yaml.YAMLError as e:  # e.g. a reader error on a control character
-        raise BlueprintError(f"malformed YAML: {e}", path) from None
+        raise BlueprintLoadError(f"malformed YAML: {e}", path) from None
 
 
 def _hocon_root(path: Path, text: str) -> yaml.Node | None:
@@ -110,7 +111,7 @@ def _hocon_root(path: Path, text: str) -> yaml.Node | None:
     except Exception as e:  # pyparsing's errors carry line and column
         line, column = getattr(e, "lineno", None), getattr(e, "col", None)
         message = str(getattr(e, "msg", None) or e).splitlines()[0] if str(e) else type(e).__name__
-        raise BlueprintError(f"malformed HOCON: {message}", path, line, column) from None
+        raise BlueprintLoadError(f"malformed HOCON: {message}", path, line, column) from None
     locator = _Locator(text)
     prefix: list[str] = []
     if list(tree.keys()) == ["blueprint"] and isinstance(tree["blueprint"], ConfigTree):
@@ -212,13 +213,13 @@ class _Reader:
         line, column = _position(node)
         self.problems.append(LoadProblem(code=code, message=message, line=line, column=column))
 
-    def fatal(self, code: str, message: str, node: yaml.Node | None = None) -> BlueprintError:
+    def fatal(self, code: str, message: str, node: yaml.Node | None = None) -> BlueprintLoadError:
         line, column = _position(node)
-        return BlueprintError(message, self.path, line, column, code, list(self.problems))
+        return BlueprintLoadError(message, self.path, line, column, code, list(self.problems))
 
     def blueprint(self, root: yaml.Node | None) -> Blueprint:
         if root is None or _is_null(root):
-            raise BlueprintError("the blueprint is empty: expected a mapping with a `streamlets:` section",
+            raise BlueprintLoadError("the blueprint is empty: expected a mapping with a `streamlets:` section",
                                  self.path, 1, 1, "missing-streamlets")
         if not isinstance(root, yaml.MappingNode):
             raise self.fatal("malformed-blueprint", f"the blueprint must be a mapping with a `streamlets:` section, "

@@ -20,6 +20,7 @@ from streamlets.names import is_dns_label
 
 from .loader import _summary, import_streamlets
 from .model import KAFKA_TOPIC_NAME_MAX, Blueprint, Located, PortPath, PortRef, Topic, is_kafka_topic_name
+from .errors import BlueprintError
 from .problems import Problem, make_problem, report_order, suggest
 
 PortDescriptor = InletDescriptor | OutletDescriptor
@@ -75,7 +76,7 @@ class Resolved:
         return {(b.path.streamlet, b.path.port) for b in self.bindings if b.status in ("ok", "wrong-role")}
 
 
-class InstantiationError(Exception):
+class InstantiationError(BlueprintError):
     """The streamlet class raised when instantiated without arguments (as the runtime does)."""
 
     code = "instantiation-failed"

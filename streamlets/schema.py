@@ -17,11 +17,12 @@ from fastavro.schema import (
     parse_schema,
     to_parsing_canonical_form,
 )
+from .errors import StreamletError
 
 SchemaSource = str | Path | dict
 
 
-class SchemaError(ValueError):
+class SchemaError(StreamletError, ValueError):
     """The schema text, file or dict is not a valid Avro record schema."""
 
 

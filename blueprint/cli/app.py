@@ -15,15 +15,12 @@ from enum import Enum
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.text import Text
-
-from ..loader import BlueprintError, BlueprintReadError, load_blueprint
+from ..loader import BlueprintLoadError, BlueprintReadError, load_blueprint
 from ..model import Blueprint
-from ..problems import GROUPS, Problem, make_problem, report_order
+from ..problems import make_problem, report_order
 from ..verify import check, resolve
-
-EXIT_SOUND, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+from .errors import EXIT_PROBLEMS, EXIT_SOUND, EXIT_USAGE, CliError, exit_with, fail, guard
+from .report import print_problems
 
 app = typer.Typer(
     name="blueprint",
@@ -65,12 +62,8 @@ def verify(
     Streamlet class paths (module.Class) resolve against the blueprint's folder. Exit status:
     0 sound, 1 problems (errors, or warnings with --strict), 2 usage or I/O error.
     """
-    try:
-        code = _verify(file, format, strict, config, overrides or [])
-    except Exception as e:  # a bug of ours: one line, no traceback
-        print(f"error: internal error while verifying {file}: {type(e).__name__}: {e}", file=sys.stderr)
-        code = EXIT_USAGE
-    raise typer.Exit(code)
+    exit_with(lambda: _verify(file, format, strict, config, overrides or []),
+              internal=lambda e: f"internal error while verifying {file}: {type(e).__name__}: {e}")
 
 
 @app.command()
@@ -97,31 +90,27 @@ def run(
 ) -> None:
     """Run the whole application locally: a real Kafka broker, local Spark, checkpoints under the
     state folder (a second run resumes). Ctrl-C stops cleanly."""
-    try:
+    def body() -> int:
         restores = {}
         for item in restore or []:
             name, sep, ref = item.partition("=")
             if not sep or not name or not ref:
-                print(f"error: --restore {item!r}: expected STREAMLET=SAVEPOINT", file=sys.stderr)
-                raise typer.Exit(EXIT_USAGE)
+                raise CliError(f"--restore {item!r}: expected STREAMLET=SAVEPOINT", EXIT_USAGE)
             restores[name.strip()] = ref.strip()
         partitions = {}
         for item in state_partitions or []:
             name, sep, n = item.partition("=")
             if not sep or not name.strip() or not n.strip().isdigit() or int(n) < 1:
-                print(f"error: --state-partitions {item!r}: expected STREAMLET=N with N a whole number of at least 1",
-                      file=sys.stderr)
-                raise typer.Exit(EXIT_USAGE)
+                raise CliError(f"--state-partitions {item!r}: expected STREAMLET=N with N a whole number of at least 1",
+                               EXIT_USAGE)
             partitions[name.strip()] = int(n)
-        code = _run(file, config, overrides or [], state_dir, kafka, exit_when_done, idle_seconds, trigger, timeout, fresh,
-                    restores, savepoints, branch, partitions)
+        return _run(file, config, overrides or [], state_dir, kafka, exit_when_done, idle_seconds, trigger, timeout,
+                    fresh, restores, savepoints, branch, partitions)
+
+    try:  # an unexpected environment problem is one line too, no traceback
+        code = guard(body, internal=lambda e: f"{type(e).__name__}: {e}", families=False)
     except KeyboardInterrupt:
         code = 130
-    except typer.Exit:  # a usage error already said in one line
-        raise
-    except Exception as e:  # a bug of ours or an unexpected environment problem: one line, no traceback
-        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
-        code = EXIT_USAGE
     raise typer.Exit(code)
 
 
@@ -138,7 +127,7 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
 
     try:
         blueprint = load_blueprint(file)
-    except BlueprintError as e:
+    except BlueprintLoadError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE if isinstance(e, BlueprintReadError) else EXIT_PROBLEMS
     if config is not None and not config.is_file():
@@ -150,7 +139,7 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
         problems = check(resolved)
     errors = [p for p in problems if p.severity == "error"]
     if errors:
-        _print_text(file, blueprint, problems, len(errors), len(problems) - len(errors), True)
+        print_problems(file, blueprint, problems, len(errors), len(problems) - len(errors), True)
         print("error: the blueprint is not sound; nothing was started", file=sys.stderr)
         return EXIT_PROBLEMS
     # The run config, exactly as `blueprint verify --config` checks it, before anything starts.
@@ -160,7 +149,7 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
     if config_errors:
-        _print_text(config or Path("command line"), blueprint, config_errors, len(config_errors), 0, True)
+        print_problems(config or Path("command line"), blueprint, config_errors, len(config_errors), 0, True)
         first = config_errors[0]
         where = ":".join(str(x) for x in (first.file, first.line, first.column) if x is not None)
         more = f" (and {len(config_errors) - 1} more above)" if len(config_errors) > 1 else ""
@@ -208,7 +197,7 @@ def _verify(file: Path, fmt: OutputFormat, strict: bool, config: Path | None, ov
     except BlueprintReadError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except BlueprintError as e:  # the file is there but is no blueprint: problems like any other
+    except BlueprintLoadError as e:  # the file is there but is no blueprint: problems like any other
         problems = [make_problem(p.code, p.message, str(file), p.line, p.column) for p in e.problems]
         problems.append(make_problem(e.code, e.message, str(file), e.line, e.column))
     else:
@@ -238,44 +227,8 @@ def _verify(file: Path, fmt: OutputFormat, strict: bool, config: Path | None, ov
             "problems": [p.model_dump() for p in problems],
         }, indent=2))
     else:
-        _print_text(file, blueprint, problems, errors, warnings, failed)
+        print_problems(file, blueprint, problems, errors, warnings, failed)
     return EXIT_PROBLEMS if failed else EXIT_SOUND
-
-
-_STYLE = {"error": "bold red", "warning": "bold yellow"}
-
-
-def _print_text(file: Path, blueprint: Blueprint | None, problems: list[Problem],
-                errors: int, warnings: int, failed: bool) -> None:
-    """Problems grouped under a heading per kind (see problems.GROUPS), then a summary line.
-
-    Each problem is one line `file:line:column: severity: message (hint: ...)`, for people and grep.
-    """
-    # rich colours only when stdout is a terminal; soft_wrap keeps one problem per line for grep.
-    console = Console(highlight=False, soft_wrap=True)
-    group = None
-    for p in report_order(problems):
-        if p.group != group:
-            group = p.group
-            console.print(Text(f"{GROUPS.get(group, group)}:", style="bold underline"))
-        where = ":".join(str(x) for x in (p.file, p.line, p.column) if x is not None)
-        line = Text.assemble("  ", (where, "bold"), ": ", (p.severity, _STYLE[p.severity]), ": ", p.message)
-        if p.hint:
-            line.append(f" (hint: {p.hint})", style="dim")
-        console.print(line)
-    counts = ", ".join(_count(n, word) for n, word in ((errors, "error"), (warnings, "warning")) if n)
-    if failed:
-        summary = Text.assemble((f"{file}: ", "bold"), ("not sound", "bold red"), f": {counts}")
-    else:
-        size = f"{_count(len(blueprint.streamlets), 'streamlet')}, {_count(len(blueprint.topics), 'topic')}"
-        summary = Text.assemble((f"{file}: ", "bold"), ("sound", "bold green"), f" ({size})")
-        if warnings:
-            summary.append(f" with {counts}")
-    console.print(summary)
-
-
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 @app.command()
@@ -298,21 +251,17 @@ def build(
     renders nothing if one fails. Exit status: 0 built, 1 blueprint or config problems, 2 usage
     or I/O error.
     """
-    try:
-        code = _build(file, image, conf or [], overrides or [], kafka, namespace, output)
-    except Exception as e:  # a bug of ours: one line, no traceback
-        print(f"error: internal error while building {file}: {type(e).__name__}: {e}", file=sys.stderr)
-        code = EXIT_USAGE
-    raise typer.Exit(code)
+    exit_with(lambda: _build(file, image, conf or [], overrides or [], kafka, namespace, output),
+              internal=lambda e: f"internal error while building {file}: {type(e).__name__}: {e}")
 
 
 def _build(file: Path, image: str, confs: list[Path], overrides: list[str], kafka: str | None,
            namespace: str | None, output: Path | None) -> int:
     import yaml
 
-    resource = render_resource(file, image, confs, overrides, kafka, namespace)
-    if isinstance(resource, int):
-        return resource
+    from ..deploy.build import render_application
+
+    resource = render_application(file, image, confs, overrides, kafka, namespace)
     text = yaml.safe_dump(resource, sort_keys=False, allow_unicode=True)
     if output is None:
         sys.stdout.write(text)
@@ -321,62 +270,8 @@ def _build(file: Path, image: str, confs: list[Path], overrides: list[str], kafk
     try:
         output.write_text(text, encoding="utf-8")
     except OSError as e:
-        print(f"error: cannot write {output}: {e.strerror or e}", file=sys.stderr)
-        return EXIT_USAGE
+        raise CliError(f"cannot write {output}: {e.strerror or e}", EXIT_USAGE) from None
     return EXIT_SOUND
-
-
-def render_resource(file: Path, image: str, confs: list[Path], overrides: list[str], kafka: str | None,
-                    namespace: str | None) -> dict | int:
-    """The StreamletApplication of a blueprint (see blueprint.deploy.build), or the exit status after
-    printing why there is none (problems as verify's report on stderr: 1; usage or I/O: 2).
-    Shared by `blueprint build` and `kubectl streamlets deploy`."""
-    from streamlets.names import is_dns_label
-
-    from ..deploy.build import BuildError, build_resource
-    from ..configcheck import ConfigReadError, parse_overrides, read_entries
-    from ..verify import resolve
-
-    def usage(message: str) -> int:
-        print(f"error: {message}", file=sys.stderr)
-        return EXIT_USAGE
-
-    def report(blueprint: Blueprint | None, problems: list[Problem]) -> int:
-        errors = sum(p.severity == "error" for p in problems)
-        with contextlib.redirect_stdout(sys.stderr):  # stdout is for the resource only
-            _print_text(file, blueprint, problems, errors, len(problems) - errors, True)
-        print("error: nothing was built", file=sys.stderr)
-        return EXIT_PROBLEMS
-
-    if not image.strip():
-        return usage("--image must name an image")
-    if namespace is not None and not is_dns_label(namespace):
-        return usage(f"--namespace {namespace!r} is not a namespace name (a DNS label)")
-    try:
-        blueprint = load_blueprint(file)
-    except BlueprintReadError as e:
-        return usage(str(e))
-    except BlueprintError as e:
-        problems = [make_problem(p.code, p.message, str(file), p.line, p.column) for p in e.problems]
-        return report(None, problems + [make_problem(e.code, e.message, str(file), e.line, e.column)])
-    entries, problems = [], []
-    for path in confs:
-        try:
-            entries += read_entries(path)
-        except ConfigReadError as e:
-            return usage(str(e))
-        except BlueprintError as e:
-            problems.append(make_problem(e.code, e.message, str(path), e.line, e.column))
-    command_line, override_problems = parse_overrides(overrides)
-    problems += override_problems
-    if problems:
-        return report(blueprint, problems)
-    with contextlib.redirect_stdout(sys.stderr):  # streamlet modules may print while importing
-        resolved = resolve(blueprint)
-    try:
-        return build_resource(blueprint, resolved, image, entries + command_line, kafka=kafka, namespace=namespace)
-    except BuildError as e:
-        return report(blueprint, e.problems)
 
 
 class GraphFormat(str, Enum):
@@ -403,14 +298,10 @@ def graph(
     from ..graph import GraphvizError, build_graph, render_image, to_dot, to_mermaid, to_text
     from ..loader import import_streamlets
 
-    def fail(message: str, code: int) -> None:
-        print(f"error: {message}", file=sys.stderr)
-        raise typer.Exit(code)
-
     try:
         try:
             blueprint = load_blueprint(file)
-        except BlueprintError as e:
+        except BlueprintLoadError as e:
             fail(str(e), EXIT_USAGE if isinstance(e, BlueprintReadError) else EXIT_PROBLEMS)
         descriptors, load_errors = {}, {}
         with contextlib.redirect_stdout(sys.stderr):  # streamlet modules may print while importing

@@ -22,7 +22,6 @@ error. Never a traceback.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,16 +29,21 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .app import EXIT_PROBLEMS, EXIT_SOUND, EXIT_USAGE, render_resource
-from ..deploy.crd import GROUP, KIND, PLURAL, VERSION
+from ..deploy.build import render_application
+from ..deploy.crd import GROUP, PLURAL, REQUEST_ANNOTATION, VERSION
+from ..scopes import CONFIG_PARAMETERS, KUBERNETES, SPARK, parse_scope, spark_text
+from .errors import EXIT_PROBLEMS, EXIT_SOUND, EXIT_USAGE, CliError, exit_with
 
 app = typer.Typer(name="kubectl streamlets", add_completion=False, no_args_is_help=True,
                   pretty_exceptions_enable=False,
                   help="Deploy and operate Streamlets on Spark applications (StreamletApplication resources).")
 
 
-class Refused(Exception):
+class Refused(CliError):
     """The request cannot be done as asked (exit status 1)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, EXIT_PROBLEMS)
 
 
 class Cluster:
@@ -117,9 +121,7 @@ def deploy(
     """Verify and build the application (as `blueprint build`), then create or update it."""
     def run() -> int:
         cluster = Cluster(kubeconfig, context, namespace)
-        resource = render_resource(blueprint_file, image, conf or [], overrides or [], kafka, cluster.namespace)
-        if isinstance(resource, int):
-            return resource
+        resource = render_application(blueprint_file, image, conf or [], overrides or [], kafka, cluster.namespace)
         outcome = cluster.apply(resource)
         print(f"streamletapplication.{GROUP}/{resource['metadata']['name']} {outcome} in {cluster.namespace}")
         return EXIT_SOUND
@@ -215,8 +217,7 @@ def configure(app_name: str = typer.Argument(..., metavar="APP"),
             try:
                 entries += read_entries(path)
             except ConfigReadError as e:
-                print(f"error: {e}", file=sys.stderr)
-                return EXIT_USAGE
+                raise CliError(str(e), EXIT_USAGE) from None
         more, problems = parse_overrides(overrides or [])
         if problems:
             raise Refused("; ".join(p.message for p in problems))
@@ -245,27 +246,28 @@ def _streamlet(streamlets: list[dict], name: str, app_name: str) -> dict:
 
 def _configure(streamlets: list[dict], e, app_name: str) -> str:
     """Apply one setting to the spec's streamlets; the streamlet's name. Raises Refused."""
-    parts = e.parts
+    scope = parse_scope(e.parts)
     where = f"{e.source}:{e.line}: " if e.line else ""
-    if len(parts) < 4 or parts[0] != "streamlets" or parts[2] not in ("config-parameters", "spark", "kubernetes"):
+    if not scope.is_streamlet(CONFIG_PARAMETERS, SPARK, KUBERNETES):
         raise Refused(f"{where}{e.key}: a running application takes streamlets.<name>.config-parameters.<key>, "
                       "streamlets.<name>.spark.<key> or streamlets.<name>.kubernetes.executor.instances")
-    s = _streamlet(streamlets, parts[1], app_name)
-    rest = ".".join(parts[3:])
-    if parts[2] == "config-parameters":
+    name = scope.owner
+    s = _streamlet(streamlets, name, app_name)
+    rest = scope.item
+    if scope.section == CONFIG_PARAMETERS:
         declared = {p["key"]: p for p in s["descriptor"].get("config_parameters", [])}
         if rest not in declared:
-            raise Refused(f"{where}{e.key}: streamlet {parts[1]!r} declares no config parameter {rest!r} "
+            raise Refused(f"{where}{e.key}: streamlet {name!r} declares no config parameter {rest!r} "
                           f"(declared: {', '.join(declared) or 'none'})")
         try:
             _parameter(declared[rest]).parse(e.value)
         except Exception as err:  # ConfigError: the parameter's own validation
             raise Refused(f"{where}{e.key}: {err}") from None
         s.setdefault("configParameters", {})[rest] = e.value if isinstance(e.value, str) else json.dumps(e.value)
-    elif parts[2] == "spark":
+    elif scope.section == SPARK:
         if not rest.startswith("spark."):
             raise Refused(f"{where}{e.key}: Spark settings start with spark.")
-        s.setdefault("sparkConf", {})[rest] = str(e.value).lower() if isinstance(e.value, bool) else str(e.value)
+        s.setdefault("sparkConf", {})[rest] = spark_text(e.value)
     else:
         if rest != "executor.instances":
             raise Refused(f"{where}{e.key}: of the pod settings a running application takes executor.instances; "
@@ -274,7 +276,7 @@ def _configure(streamlets: list[dict], e, app_name: str) -> str:
         if not text.isdigit():
             raise Refused(f"{where}{e.key}: {e.value!r} is not a whole number of executors")
         s.setdefault("scale", {})["executors"] = int(text)
-    return parts[1]
+    return name
 
 
 def _parameter(declared: dict[str, Any]):
@@ -291,7 +293,6 @@ def _parameter(declared: dict[str, Any]):
 
 # --- savepoints and state (the operator sends the commands on the control stream) ----------------
 
-REQUEST_ANNOTATION = "commands.streamlets.io/request"  # operator/streamlets_operator/commands.py
 
 
 def _command(cluster: "Cluster", app_name: str, command: str, target: str | None, args: dict[str, str],
@@ -407,31 +408,27 @@ def restore(app_name: str = typer.Argument(..., metavar="APP"),
     _exit(run)
 
 
-def _exit(run) -> None:
-    """Run a command body: Refused is exit 1, API and I/O errors exit 2, one line each."""
+def _explain(e: Exception) -> CliError | None:
+    """The API server's refusal (409/422: exit 1, else 2) and kubeconfig or I/O errors (2)."""
     from kubernetes.client.exceptions import ApiException
     from kubernetes.config.config_exception import ConfigException
 
-    try:
-        code = run()
-    except Refused as e:
-        print(f"error: {e}", file=sys.stderr)
-        code = EXIT_PROBLEMS
-    except ApiException as e:
+    if isinstance(e, ApiException):
         reason = e.reason
         try:
             reason = json.loads(e.body).get("message", reason)
         except Exception:
             pass
-        print(f"error: the API server said {e.status}: {reason}", file=sys.stderr)
-        code = EXIT_PROBLEMS if e.status in (409, 422) else EXIT_USAGE
-    except (ConfigException, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        code = EXIT_USAGE
-    except Exception as e:  # a bug of ours: one line, no traceback
-        print(f"error: internal error: {type(e).__name__}: {e}", file=sys.stderr)
-        code = EXIT_USAGE
-    raise typer.Exit(code)
+        return CliError(f"the API server said {e.status}: {reason}", EXIT_PROBLEMS if e.status in (409, 422) else EXIT_USAGE)
+    if isinstance(e, (ConfigException, OSError)):
+        return CliError(str(e), EXIT_USAGE)
+    return None
+
+
+def _exit(run) -> None:
+    """Run a command body (blueprint.cli.errors.exit_with): Refused is exit 1, API and I/O errors
+    exit 2 (409/422 from the API server: 1), one line each."""
+    exit_with(run, explain=_explain)
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
+from .errors import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, CliError, fail, guard  # noqa: F401
 
 savepoint_app = typer.Typer(help="Savepoints of a sandbox application's streamlets: take, list, inspect, dispose.",
                             no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -34,21 +34,16 @@ state_app = typer.Typer(help="The state of a checkpoint or savepoint: export it 
                         no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
 
-def fail(message: str, code: int = EXIT_REFUSED) -> None:
-    print(f"error: {message}", file=sys.stderr)
-    raise typer.Exit(code)
-
-
 def default_state_dir(app_id: str) -> Path:
     return (Path.cwd() / ".streamlets" / app_id).resolve()
 
 
 def _blueprint(file: Path):
-    from ..loader import BlueprintError, BlueprintReadError, import_streamlets, load_blueprint
+    from ..loader import BlueprintLoadError, BlueprintReadError, import_streamlets, load_blueprint
 
     try:
         bp = load_blueprint(file)
-    except BlueprintError as e:
+    except BlueprintLoadError as e:
         fail(str(e), EXIT_USAGE if isinstance(e, BlueprintReadError) else EXIT_REFUSED)
     with contextlib.redirect_stdout(sys.stderr):
         classes = import_streamlets(bp)
@@ -83,22 +78,17 @@ def _state_lock(state: Path | None, command: str, *, shared_with_a_run: bool = F
         lock.release()
 
 
-def _guard(fn):
-    """Run a command body: our errors are one line, anything else one line too (no traceback)."""
-    from streamlets.state.repartition import RepartitionError
-    from streamlets.state.savepoint import SavepointError
-    from streamlets.state.export import StateExportError
+def _explain(e: Exception) -> CliError | None:
+    if isinstance(e, OSError):
+        return CliError(f"{e.strerror or e}: {e.filename or ''}".rstrip(": "), EXIT_USAGE)
+    return None
 
-    try:
-        return fn()
-    except typer.Exit:
-        raise
-    except (SavepointError, StateExportError, RepartitionError) as e:
-        fail(str(e))
-    except OSError as e:
-        fail(f"{e.strerror or e}: {e.filename or ''}".rstrip(": "), EXIT_USAGE)
-    except Exception as e:  # a bug of ours or Spark's failure: one line
-        fail(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", EXIT_USAGE)
+
+def _guard(fn):
+    """Run a command body (blueprint.cli.errors.guard): state errors exit 1, I/O errors 2, a bug
+    of ours or Spark's failure one line `<type>: <first line>` with 2; no traceback."""
+    return guard(fn, explain=_explain,
+                 internal=lambda e: f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
 
 
 @savepoint_app.command("take")
@@ -110,7 +100,8 @@ def take(
     reason: str = typer.Option("manual", "--reason", help="recorded in the manifest"),
 ) -> None:
     """Take a savepoint of streamlets of a (running or stopped) sandbox application."""
-    from streamlets.state.savepoint import query_folders, take_savepoint
+    from streamlets.runtime.checkpoint import query_folders
+    from streamlets.state.savepoint import take_savepoint
     from streamlets.runtime.storage import LocalStorage
 
     bp, classes = _blueprint(file)
@@ -149,11 +140,11 @@ def list_(
 
     app_id = None
     if file is not None:
-        from ..loader import BlueprintError, load_blueprint
+        from ..loader import BlueprintLoadError, load_blueprint
 
         try:
             app_id = load_blueprint(file).app_id
-        except BlueprintError as e:
+        except BlueprintLoadError as e:
             fail(str(e), EXIT_USAGE)
     if savepoints is None:
         if app_id is None and state_dir is None:
@@ -276,7 +267,7 @@ def control(
     """Send a command on the application's control stream and print each streamlet's result."""
     from streamlets.runtime.control import COMMANDS, Command, await_results, results_consumer, send_command
 
-    from ..loader import BlueprintError, load_blueprint
+    from ..loader import BlueprintLoadError, load_blueprint
 
     if custom and not re.fullmatch(r"[a-z][a-z0-9-]*", command):
         fail(f"custom command name {command!r}: use lower-case letters, digits and '-'", EXIT_USAGE)
@@ -285,7 +276,7 @@ def control(
              EXIT_USAGE)
     try:
         bp = load_blueprint(file)
-    except BlueprintError as e:
+    except BlueprintLoadError as e:
         fail(str(e), EXIT_USAGE)
     if streamlet is not None and streamlet not in bp.streamlets:
         fail(f"{file} has no streamlet {streamlet!r} (it has {', '.join(bp.streamlets)})", EXIT_USAGE)

@@ -20,16 +20,21 @@ with the problems `blueprint verify` would report (it runs the same checks).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import sys
+from pathlib import Path
 from typing import Any
 
 from ..configcheck import Entry, check_config
 from .crd import API_VERSION, KIND
 from ..model import Blueprint
 from ..problems import Problem, make_problem, report_order
+from ..scopes import CONFIG_PARAMETERS, KAFKA, RUNTIMES, SPARK, STREAMLETS, TOPICS, VOLUME_MOUNTS, parse_scope
 from ..topics import dead_letter_topic, topic_bindings
 from ..verify import Resolved, check
+from ..errors import BlueprintError
 
 DEFAULT_EXECUTORS = 1
 POD_FIELDS = {"cores": "cores", "core-limit": "coreLimit", "memory": "memory", "memory-overhead": "memoryOverhead"}
@@ -37,15 +42,69 @@ POD_FIELDS = {"cores": "cores", "core-limit": "coreLimit", "memory": "memory", "
 _CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
-class BuildError(Exception):
+class BuildError(BlueprintError):
     """The blueprint or its config has errors: nothing was rendered. `problems` has them all
     (warnings too), in report order."""
 
-    def __init__(self, problems: list[Problem]) -> None:
+    def __init__(self, problems: list[Problem], file: str | Path | None = None) -> None:
+        self.file = str(file) if file is not None else None  # the blueprint file, for the report
         self.problems = report_order(problems)
         self.errors = [p for p in self.problems if p.severity == "error"]
         listed = "; ".join(f"{p.code}: {p.message}" for p in self.errors)
         super().__init__(f"{len(self.errors)} error(s), nothing was built: {listed}")
+
+
+class DeployInputError(BlueprintError):
+    """`render_application` cannot start: a bad --image or --namespace, or a blueprint or config
+    file that cannot be read. The message names the option or file (the CLIs' usage error, exit 2)."""
+
+
+def render_application(file: str | Path, image: str, confs: list[Path], overrides: list[str],
+                       kafka: str | None = None, namespace: str | None = None) -> dict[str, Any]:
+    """The StreamletApplication of the blueprint `file` with deploy config files `confs` (a later
+    one wins) and `key=value` `overrides` on top: what `blueprint build` prints and `kubectl
+    streamlets deploy` applies.
+
+    Raises DeployInputError for an empty image, a namespace that is no DNS label, or a blueprint
+    or config file that cannot be read; BuildError (with `file` and every problem, in report
+    order) if the blueprint, a config file or the overrides have errors. Streamlet modules
+    imported here print to stderr (stdout is for the resource).
+    """
+    from streamlets.names import is_dns_label
+
+    from ..configcheck import ConfigReadError, parse_overrides, read_entries
+    from ..loader import BlueprintLoadError, BlueprintReadError, load_blueprint
+    from ..verify import resolve
+
+    if not image.strip():
+        raise DeployInputError("--image must name an image")
+    if namespace is not None and not is_dns_label(namespace):
+        raise DeployInputError(f"--namespace {namespace!r} is not a namespace name (a DNS label)")
+    try:
+        blueprint = load_blueprint(file)
+    except BlueprintReadError as e:
+        raise DeployInputError(str(e)) from None
+    except BlueprintLoadError as e:
+        problems = [make_problem(p.code, p.message, str(file), p.line, p.column) for p in e.problems]
+        raise BuildError(problems + [make_problem(e.code, e.message, str(file), e.line, e.column)], file) from None
+    entries, problems = [], []
+    for path in confs:
+        try:
+            entries += read_entries(path)
+        except ConfigReadError as e:
+            raise DeployInputError(str(e)) from None
+        except BlueprintLoadError as e:
+            problems.append(make_problem(e.code, e.message, str(path), e.line, e.column))
+    command_line, override_problems = parse_overrides(overrides)
+    problems += override_problems
+    if problems:
+        raise BuildError(problems, file)
+    with contextlib.redirect_stdout(sys.stderr):  # streamlet modules may print while importing
+        resolved = resolve(blueprint)
+    try:
+        return build_resource(blueprint, resolved, image, entries + command_line, kafka=kafka, namespace=namespace)
+    except BuildError as e:
+        raise BuildError(e.problems, file) from None
 
 
 def build_resource(blueprint: Blueprint, resolved: Resolved, image: str, entries: list[Entry], *,
@@ -108,28 +167,29 @@ class _Settings:
             self._add(e)
 
     def _add(self, e: Entry) -> None:
-        head, parts = e.parts[0], e.parts
-        if head == "streamlets":
-            name, section, rest = parts[1], parts[2], ".".join(parts[3:])
-            if section == "config-parameters":
-                self.params.setdefault(name, {})[rest] = e.value
-            elif section == "volume-mounts":
-                self.mounts.setdefault(name, {})[rest] = e
-            elif section == "spark":
-                self.spark.setdefault(name, {})[rest] = e.value
+        # The entries passed check_config: every key is a known scope (blueprint.scopes).
+        scope = parse_scope(e.parts)
+        if scope.top == STREAMLETS:
+            name, section = scope.owner, scope.section
+            if section == CONFIG_PARAMETERS:
+                self.params.setdefault(name, {})[scope.item] = e.value
+            elif section == VOLUME_MOUNTS:
+                self.mounts.setdefault(name, {})[scope.item] = e
+            elif section == SPARK:
+                self.spark.setdefault(name, {})[scope.item] = e.value
             else:
-                self.kube.setdefault(name, {})[(parts[3], ".".join(parts[4:]))] = e.value
-        elif head == "runtimes":
-            if parts[2] == "config":
-                self.spark.setdefault(None, {})[".".join(parts[3:])] = e.value
+                self.kube.setdefault(name, {})[scope.pod_setting()] = e.value
+        elif scope.top == RUNTIMES:
+            if scope.section == "config":
+                self.spark.setdefault(None, {})[scope.item] = e.value
             else:
-                self.kube.setdefault(None, {})[(parts[3], ".".join(parts[4:]))] = e.value
-        elif head == "topics":
-            if parts[2] == "config":
-                self.topic_config.setdefault(parts[1], {})[".".join(parts[3:])] = e.value
+                self.kube.setdefault(None, {})[scope.pod_setting()] = e.value
+        elif scope.top == TOPICS:
+            if scope.section == "config":
+                self.topic_config.setdefault(scope.owner, {})[scope.item] = e.value
             else:
-                self.topics.setdefault(parts[1], {})[parts[2]] = e.value
-        elif head == "kafka":
+                self.topics.setdefault(scope.owner, {})[scope.section] = e.value
+        elif scope.top == KAFKA:
             value = e.value
             self.bootstrap_servers = ",".join(map(str, value)) if isinstance(value, list) else str(value).replace(" ", "")
 

@@ -18,6 +18,9 @@ API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "StreamletApplication"
 PLURAL = "streamletapplications"
 SHORT_NAME = "sapp"
+# A command asked of the operator (`kubectl streamlets savepoint|state|control`): JSON with id,
+# command, target, args; the operator answers in status.commands (operator/streamlets_operator/commands.py).
+REQUEST_ANNOTATION = f"commands.{GROUP}/request"
 
 _FILE = f"{GROUP}_{PLURAL}.yaml"
 _PACKAGE = Path(__file__).resolve().parent.parent  # the blueprint package

@@ -26,6 +26,7 @@ import uuid
 
 from streamlets.cache import cache_root
 from streamlets.kafka_logging import client_config
+from ..errors import BlueprintError
 
 KAFKA_VERSION = "4.1.1"
 LOG4J_VERSION = "2.24.3"
@@ -36,7 +37,7 @@ _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 _prctl = getattr(ctypes.CDLL(None), "prctl", None)  # looked up here, not between fork and exec; Linux only
 
 
-class BrokerError(RuntimeError):
+class BrokerError(BlueprintError, RuntimeError):
     """The broker could not be resolved, started, stopped or administered."""
 
 

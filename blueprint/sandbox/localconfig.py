@@ -17,13 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-SECTIONS = ("config-parameters", "volume-mounts", "spark", "kubernetes")
-# Deploy-time scopes a shared config file may carry; the sandbox applies runtimes.spark.config to
-# every streamlet and leaves the rest (pods, topic sizes, the Kafka cluster) to the operator.
-DEPLOY_ONLY_TOP_LEVEL = ("runtimes", "topics", "kafka")
+from ..errors import BlueprintError
+from ..scopes import (CONFIG_PARAMETERS, DEPLOY_ONLY_TOP_LEVEL, KUBERNETES, STREAMLETS, VOLUME_MOUNTS, parse_scope,
+                      spark_text)
+from ..scopes import STREAMLET_SECTIONS as SECTIONS
+
+# Deploy-time scopes a shared config file may carry (DEPLOY_ONLY_TOP_LEVEL); the sandbox applies
+# runtimes.spark.config to every streamlet and leaves the rest (pods, topic sizes, the Kafka
+# cluster) to the operator.
 
 
-class LocalConfigError(ValueError):
+class LocalConfigError(BlueprintError, ValueError):
     """The run config file or a key=value override is malformed or names something unknown."""
 
 
@@ -89,7 +93,7 @@ def load_settings(
     sources: list[tuple[str, Path, list[tuple[str, Any]]]] = []
     if config_file is not None:
         data = _read(config_file)
-        unknown_top = sorted(set(data) - {"streamlets", *DEPLOY_ONLY_TOP_LEVEL})
+        unknown_top = sorted(set(data) - {STREAMLETS, *DEPLOY_ONLY_TOP_LEVEL})
         if unknown_top:
             raise LocalConfigError(f"{config_file}: unknown top-level key(s) {', '.join(unknown_top)}; expected "
                                    f"'streamlets' (or {', '.join(DEPLOY_ONLY_TOP_LEVEL)})")
@@ -100,21 +104,21 @@ def load_settings(
     sources.append(("command line", Path.cwd(), [parse_override(o) for o in overrides]))
     for where, base, pairs in sources:
         for key, value in pairs:
-            parts = key.split(".", 3)
-            if len(parts) < 4 or parts[0] != "streamlets":
+            scope = parse_scope(key.split("."))
+            if not scope.is_streamlet():
                 raise LocalConfigError(f"{where}: {key!r} is not of the form streamlets.<name>.<section>.<key>")
-            _, name, section, item = parts
+            name, section, item = scope.owner, scope.section, scope.item
             if name not in names:
                 raise LocalConfigError(f"{where}: {key!r}: the blueprint has no streamlet {name!r} (it has {', '.join(sorted(names))})")
             if section not in SECTIONS:
                 raise LocalConfigError(f"{where}: {key!r}: unknown section {section!r}; use one of {', '.join(SECTIONS)}")
             target = settings[name]
-            if section == "config-parameters":
+            if section == CONFIG_PARAMETERS:
                 target.config_parameters[item] = value
-            elif section == "kubernetes":
+            elif section == KUBERNETES:
                 continue  # pod resources: the operator's, not the sandbox's
-            elif section == "volume-mounts":
+            elif section == VOLUME_MOUNTS:
                 target.volume_mounts[item] = str((base / str(value)).resolve())
             else:
-                target.spark[item] = str(value).lower() if isinstance(value, bool) else str(value)
+                target.spark[item] = spark_text(value)
     return settings

@@ -39,6 +39,7 @@ from .diskspace import DiskWatch
 from .localconfig import LocalConfigError, StreamletSettings, load_settings
 from .statelock import StateLock
 from .view import TopicRow, plain_line, render
+from ..errors import BlueprintError
 
 log = logging.getLogger("streamlets.sandbox")
 
@@ -62,7 +63,7 @@ class SandboxOptions:
     state_partitions: dict[str, int] = field(default_factory=dict)  # streamlet -> state partitions (repartition)
 
 
-class SandboxError(Exception):
+class SandboxError(BlueprintError):
     """The application cannot start: a message naming what and where."""
 
 

@@ -14,14 +14,16 @@ import os
 import uuid
 from typing import Any
 
-REQUEST_ANNOTATION = "commands.streamlets.io/request"
+from blueprint.deploy.crd import REQUEST_ANNOTATION  # noqa: F401  (the CRD contract's one home)
+from streamlets.errors import StreamletError
+
 TIMEOUT = float(os.environ.get("STREAMLETS_COMMAND_TIMEOUT", "120"))  # seconds to wait for every result
 # Seconds a streamlet has to answer the savepoint before an upgrade; no answer means not running.
 UPGRADE_TIMEOUT = float(os.environ.get("STREAMLETS_UPGRADE_SAVEPOINT_TIMEOUT", "60"))
 KEEP = 50
 
 
-class RequestError(ValueError):
+class RequestError(StreamletError, ValueError):
     """The annotation's request is not a command the operator can send."""
 
 

@@ -21,11 +21,11 @@ from typing import Any
 import kopf
 
 from . import commands, kube, render, status, topics
-from .render import GROUP, PLURAL, VERSION
+from blueprint.deploy.crd import GROUP, PLURAL, VERSION
 
 STATUS_INTERVAL = float(os.environ.get("STREAMLETS_STATUS_INTERVAL", "30"))
 KAFKA_TIMEOUT = float(os.environ.get("STREAMLETS_KAFKA_TIMEOUT", "15"))
-ANNOTATION_PREFIX = "streamlets.io"
+ANNOTATION_PREFIX = GROUP
 
 
 def plain(value: Any) -> Any:

@@ -10,6 +10,7 @@ from typing import Any, Callable
 import kopf
 
 from .render import ANNOTATION_HASH, LABEL_APP, SPARK_GROUP, SPARK_PLURAL, SPARK_VERSION
+from streamlets.errors import StreamletError
 
 _lock = threading.Lock()
 _client = None
@@ -42,7 +43,7 @@ def custom():
     return client.CustomObjectsApi(api_client())
 
 
-class NotFound(Exception):
+class NotFound(StreamletError):
     pass
 
 

@@ -16,9 +16,10 @@ import os
 from typing import Any
 
 from streamlets import avro_limits
+from blueprint.deploy.crd import API_VERSION, GROUP, KIND, PLURAL, VERSION  # noqa: F401  (the CRD's one home)
 from streamlets.runtime.runconfig import StreamletRunConfig
+from streamlets.errors import StreamletError
 
-GROUP, VERSION, PLURAL = "streamlets.io", "v1alpha1", "streamletapplications"
 SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
 SPARK_API_VERSION = f"{SPARK_GROUP}/{SPARK_VERSION}"
 
@@ -41,7 +42,7 @@ RESTART_POLICY = {"type": "OnFailure", "onFailureRetries": 3, "onFailureRetryInt
                   "onSubmissionFailureRetries": 5, "onSubmissionFailureRetryInterval": 20}
 
 
-class SpecError(ValueError):
+class SpecError(StreamletError, ValueError):
     """The spec cannot be deployed (it passed the CRD schema, but is inconsistent)."""
 
 
@@ -64,7 +65,7 @@ def claim_name(app: str, spec: dict[str, Any]) -> str:
 
 def owner_reference(body: dict[str, Any]) -> dict[str, Any]:
     meta = body["metadata"]
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "StreamletApplication", "name": meta["name"],
+    return {"apiVersion": API_VERSION, "kind": KIND, "name": meta["name"],
             "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
 
 

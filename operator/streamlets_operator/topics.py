@@ -11,9 +11,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from streamlets.errors import StreamletError
 
 
-class TopicError(RuntimeError):
+class TopicError(StreamletError, RuntimeError):
     """Kafka could not be reached or refused an operation (transient as far as the operator knows)."""
 
 

@@ -6,14 +6,60 @@ query's checkpointLocation. In a query folder, Spark writes `metadata` (one JSON
 query id), `offsets/N` (a version line, a JSON metadata line with the pinned session settings
 under `conf`, then one line per source with its end offsets) and `commits/N` when batch N has
 committed.
+
+Local folders are read through LocalStorage (`local_checkpoint` checks that a path is a query
+checkpoint first). Errors in the files raise CheckpointFormatError; callers name what they were
+doing (state export, repartitioning) around it.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+from ..errors import StreamletError
 from .storage import Storage, join
+
+
+class CheckpointFormatError(StreamletError):
+    """A path is not a Structured Streaming query checkpoint, or one of its log files cannot be
+    read; the message names the path."""
+
+
+def local_checkpoint(checkpoint: str | Path) -> Path:
+    """The absolute local path of a query checkpoint (the folder a query used as its
+    checkpointLocation). Raises CheckpointFormatError if it has no `metadata` file or no
+    `offsets/` folder."""
+    path = Path(checkpoint).expanduser().resolve()
+    if not (path / "metadata").is_file() or not (path / "offsets").is_dir():
+        raise CheckpointFormatError(
+            f"{path} is not a Structured Streaming checkpoint (no metadata file or offsets/ folder); "
+            "pass the folder a query used as its checkpointLocation"
+        )
+    return path
+
+
+def batch_ids(storage: Storage, log_folder: str) -> list[int]:
+    """Batch ids named by a log folder's files (`offsets/`, `commits/`), ascending; skips `.N.crc`
+    and temp files; [] for a missing folder."""
+    return sorted(int(n) for n in storage.children(log_folder) if n.isdigit())
+
+
+def planned_batches(storage: Storage, checkpoint: str) -> list[int]:
+    """Batch ids with an offsets file (`offsets/N`: planned, maybe not committed), ascending."""
+    return batch_ids(storage, join(checkpoint, "offsets"))
+
+
+def read_log(storage: Storage, path: str) -> tuple[list[str], dict[str, Any]]:
+    """A Spark log file (`v1`, then a JSON line, then more lines: `offsets/N`, `commits/N`,
+    `state/<op>/_metadata/metadata`): its lines and its JSON line. Raises CheckpointFormatError
+    naming the file if it cannot be read or parsed."""
+    try:
+        lines = storage.read_text(path).splitlines()
+        return lines, json.loads(lines[1])
+    except (OSError, IndexError, ValueError) as e:
+        raise CheckpointFormatError(f"{path} cannot be read ({e}): the checkpoint is damaged") from None
 
 
 def query_folders(storage: Storage, checkpoint_root: str) -> list[str]:
@@ -25,10 +71,23 @@ def query_folders(storage: Storage, checkpoint_root: str) -> list[str]:
 
 def committed_batches(storage: Storage, checkpoint: str) -> list[int]:
     """Batch ids with a commit file (`commits/N`), ascending."""
-    return sorted(int(n) for n in storage.children(join(checkpoint, "commits")) if n.isdigit())
+    return batch_ids(storage, join(checkpoint, "commits"))
+
+
+def commit_log(storage: Storage, checkpoint: str, batch: int) -> dict[str, Any]:
+    """The JSON of `commits/N` (watermark, state unique ids). Raises CheckpointFormatError."""
+    return read_log(storage, join(checkpoint, "commits", str(batch)))[1]
+
+
+def offsets_log(storage: Storage, checkpoint: str, batch: int) -> tuple[list[str], dict[str, Any]]:
+    """`offsets/N`: its lines (version, metadata JSON, one per source) and its metadata (the
+    pinned session settings under `conf`). Raises CheckpointFormatError."""
+    return read_log(storage, join(checkpoint, "offsets", str(batch)))
 
 
 def query_id(storage: Storage, checkpoint: str) -> str | None:
+    """The query's id: `metadata` is one JSON line written when the query first started,
+    {"id": "<uuid>"}. None if the file is missing or unreadable."""
     try:
         return json.loads(storage.read_text(join(checkpoint, "metadata"))).get("id")
     except (OSError, ValueError):

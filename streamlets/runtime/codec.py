@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..errors import SchemaMismatchError
+from ..errors import SchemaMismatchError, StreamletError
 from ..logical_types import mismatches
 from ..schema import AvroSchema
 
@@ -43,7 +43,7 @@ def all_null_encoding(schema: AvroSchema) -> bytes | None:
     return bytes(out)
 
 
-class _Unsupported(Exception):
+class _Unsupported(StreamletError):
     """A type whose binary length this module does not compute (arrays, maps, decimals...)."""
 
 

@@ -31,7 +31,10 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from datetime import datetime
+from typing import Any, Callable, Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from ..kafka_logging import client_config
 from ..ports import AvroInlet
@@ -125,6 +128,23 @@ class Outcome:
     batch_ids: dict[str, int] = field(default_factory=dict)
 
 
+class ControlResult(BaseModel):
+    """What one streamlet did with a command: a record of RESULT_SCHEMA on the results topic
+    (`model_dump()` is the Avro record; `at` is epoch milliseconds when sent, the decoder's
+    datetime when read)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command_id: str
+    command: str
+    streamlet: str
+    status: Literal["ok", "error"]
+    message: str = ""
+    location: str | None = None
+    batch_ids: dict[str, int] = {}
+    at: datetime | int
+
+
 # --- wire ---------------------------------------------------------------------------------------
 
 def _encode(schema: dict[str, Any], record: dict[str, Any]) -> bytes:
@@ -178,7 +198,7 @@ def collect_results(consumer, waiting: dict[str, set[str] | None], timeout: floa
         msg = consumer.poll(0.5)
         if msg is None or msg.error() or msg.key() not in keys:
             continue
-        results.append(_decode(RESULT_SCHEMA, msg.value()))
+        results.append(ControlResult.model_validate(_decode(RESULT_SCHEMA, msg.value())).model_dump())
     return results
 
 
@@ -258,16 +278,16 @@ class ControlListener(threading.Thread):
         for streamlet in targets:
             try:
                 outcome = self.actions(streamlet, name, dict(command["args"] or {}), command["id"])
-                result = {"status": "ok", "message": outcome.message, "location": outcome.location,
-                          "batch_ids": outcome.batch_ids}
+                result: dict[str, Any] = {"status": "ok", "message": outcome.message, "location": outcome.location,
+                                          "batch_ids": outcome.batch_ids}
             except Exception as e:  # the command failed; the streamlet carries on
                 log.warning("control: %s on %s failed: %s", name, streamlet, e)
                 result = {"status": "error", "message": str(e).splitlines()[0] if str(e) else type(e).__name__,
                           "location": None, "batch_ids": {}}
-            record = {"command_id": command["id"], "command": name, "streamlet": streamlet,
-                      "at": int(time.time() * 1000), **result}
+            record = ControlResult(command_id=command["id"], command=name, streamlet=streamlet,
+                                   at=int(time.time() * 1000), **result)
             self.producer.produce(results_topic(self.app_id), key=command["id"].encode(),
-                                  value=_encode(RESULT_SCHEMA, record))
+                                  value=_encode(RESULT_SCHEMA, record.model_dump()))
             self.producer.flush(10)
             self.handled += 1
 

@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ..avro_limits import max_value_bytes
+from .checkpoint import committed_batches, source_offsets
 from .codec import MALFORMED, RECORD, decode_value
+from .storage import LocalStorage
 from ..schema import AvroSchema, decode
 
 if TYPE_CHECKING:
@@ -99,18 +101,14 @@ def committed_offsets(checkpoint: str, topic: str) -> dict[str, int] | None:
     """End offsets of `topic` in the last committed micro-batch of a query's checkpoint.
 
     Reads Spark's offset log (`offsets/<batch>`: a version line, the batch metadata, then one
-    line per source) for the last batch id in `commits/`. None when nothing was committed.
+    line per source) for the last batch id in `commits/` (streamlets.runtime.checkpoint). None
+    when nothing was committed. A local checkpoint folder.
     """
-    commits = Path(checkpoint) / "commits"
-    ids = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
+    storage = LocalStorage()
+    ids = committed_batches(storage, checkpoint)
     if not ids:
         return None
-    lines = (Path(checkpoint) / "offsets" / str(max(ids))).read_text().splitlines()
-    for line in lines[2:]:
-        try:
-            offsets = json.loads(line)
-        except json.JSONDecodeError:
-            continue
+    for offsets in source_offsets(storage, checkpoint, ids[-1]):
         if isinstance(offsets, dict) and topic in offsets:
             return {p: int(o) for p, o in offsets[topic].items()}
     return None

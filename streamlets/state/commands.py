@@ -12,7 +12,8 @@ from ..runtime.control import Outcome
 from ..runtime.registry import command, initial_state_reader
 from ..runtime.storage import storage_for
 from .export import export_state, read_export_stream, stateful_operators
-from .savepoint import prune_savepoints, query_folders, take_savepoint
+from ..runtime.checkpoint import query_folders
+from .savepoint import prune_savepoints, take_savepoint
 
 if TYPE_CHECKING:
     from ..runtime.runner import StreamletRuntime

@@ -21,6 +21,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..runtime.checkpoint import CheckpointFormatError, committed_batches, local_checkpoint, query_id
+from ..runtime.storage import LocalStorage
+from .errors import StateError
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType
@@ -40,26 +46,54 @@ _TEXT_OPTIONS = {
 _CSV_OPTIONS = {**_TEXT_OPTIONS, "escape": '"'}
 
 
-class StateExportError(Exception):
+class StateExportError(StateError):
     """State cannot be exported or read back; the message names the path, batch or operator and
     says what to do."""
 
 
-# --- checkpoint files ---------------------------------------------------------------------------
+class ExportedStore(BaseModel):
+    """One state store in an export (an entry of `operators` in `_export.json`)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    operator_id: int
+    operator_name: str
+    store_name: str
+    partitions: int
+    rows: int
+    path: str  # "op-<id>-<store>", relative to the export folder
+    key_schema: str  # Spark simpleString of the raw key struct
+    value_schema: str
+    columns: list[str]
+    spark_schema: dict[str, Any] = Field(alias="schema")  # the exported columns' StructType JSON
+
+
+class ExportManifest(BaseModel):
+    """`_export.json`, written last into an export folder (JSON, indent 2). Unknown keys are kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    version: int = MANIFEST_VERSION
+    checkpoint: str  # absolute path
+    batch_id: int
+    format: str  # one of FORMATS
+    spark_version: str
+    created_at: str  # UTC ISO-8601, seconds
+    query_id: str | None  # the id in the checkpoint's `metadata`
+    operators: list[ExportedStore]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON object written to `_export.json` (and returned by export_state)."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+# --- checkpoint files (read by streamlets.runtime.checkpoint) ----------------------------------
 
 def _checkpoint_dir(checkpoint: str | Path) -> Path:
-    path = Path(checkpoint).expanduser().resolve()
-    if not (path / "metadata").is_file() or not (path / "offsets").is_dir():
-        raise StateExportError(
-            f"{path} is not a Structured Streaming checkpoint (no metadata file or offsets/ folder); "
-            "pass the folder a query used as its checkpointLocation"
-        )
-    return path
-
-
-def _numbered(folder: Path) -> list[int]:
-    """Batch ids named by a log folder's files, ascending (skips `.N.crc` and temp files)."""
-    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
+    try:
+        return local_checkpoint(checkpoint)
+    except CheckpointFormatError as e:
+        raise StateExportError(str(e)) from None
 
 
 def last_committed_batch(checkpoint: str | Path) -> int | None:
@@ -69,13 +103,13 @@ def last_committed_batch(checkpoint: str | Path) -> int | None:
     Local paths only. Raises StateExportError if `checkpoint` is not a query checkpoint folder
     (no `metadata` file or `offsets/` folder).
     """
-    committed = _numbered(_checkpoint_dir(checkpoint) / "commits")
+    committed = committed_batches(LocalStorage(), str(_checkpoint_dir(checkpoint)))
     return committed[-1] if committed else None
 
 
 def _committed_batch(path: Path, batch_id: int | None) -> int:
     """`batch_id` (default: the last committed one) after checking that it is still committed."""
-    committed = _numbered(path / "commits")
+    committed = committed_batches(LocalStorage(), str(path))
     if not committed:
         raise StateExportError(f"{path}: no committed batch yet (commits/ is empty); let the query finish a batch first")
     if batch_id is None:
@@ -91,12 +125,6 @@ def _committed_batch(path: Path, batch_id: int | None) -> int:
         f"{path}: batch {batch_id} is no longer retained (oldest kept: {committed[0]}); Spark keeps the last "
         "spark.sql.streaming.minBatchesToRetain batches (default 100), raise it on the query to keep more"
     )
-
-
-def _query_id(path: Path) -> str | None:
-    # `metadata` is one JSON line written when the query first started: {"id": "<uuid>"}.
-    lines = (path / "metadata").read_text().splitlines()
-    return json.loads(lines[0]).get("id") if lines else None
 
 
 # --- reading state ------------------------------------------------------------------------------
@@ -142,7 +170,7 @@ def _operator(spark: "SparkSession", path: Path, operator_id: int, store_name: s
     raise StateExportError(f"{path}: no state store {operator_id}/{store_name!r}; stateful operator/store: {known}")
 
 
-def _read_raw(spark: "SparkSession", path: Path, operator_id: int, store_name: str, batch: int) -> "DataFrame":
+def read_raw_state(spark: "SparkSession", path: Path, operator_id: int, store_name: str, batch: int) -> "DataFrame":
     """Spark's `statestore` rows: key (struct), value (struct), partition_id (int)."""
     return (spark.read.format("statestore").option("batchId", batch).option("operatorId", operator_id)
             .option("storeName", store_name).load(str(path)))
@@ -187,7 +215,7 @@ def read_state(
     path = _checkpoint_dir(checkpoint)
     batch = _committed_batch(path, batch_id)
     _operator(spark, path, operator_id, store_name)
-    return _flatten(_read_raw(spark, path, operator_id, store_name, batch))
+    return _flatten(read_raw_state(spark, path, operator_id, store_name, batch))
 
 
 # --- CSV: complex columns as text ---------------------------------------------------------------
@@ -252,7 +280,7 @@ def _export_store(
     spark: "SparkSession", path: Path, batch: int, op: dict[str, Any], out: Path, fmt: str
 ) -> dict[str, Any]:
     """Write one store to `out/op-<id>-<store>/` and return its manifest entry."""
-    raw = _read_raw(spark, path, op["operator_id"], op["store_name"], batch)
+    raw = read_raw_state(spark, path, op["operator_id"], op["store_name"], batch)
     table = _flatten(raw)
     rel = f"op-{op['operator_id']}-{op['store_name']}"
     try:
@@ -266,14 +294,14 @@ def _export_store(
                 "export a later batch"
             ) from e
         raise
-    return {
-        "operator_id": op["operator_id"], "operator_name": op["operator_name"], "store_name": op["store_name"],
-        "partitions": op["partitions"], "rows": rows, "path": rel,
-        "key_schema": raw.schema["key"].dataType.simpleString(),
-        "value_schema": raw.schema["value"].dataType.simpleString(),
-        "columns": table.columns,
-        "schema": table.schema.jsonValue(),  # read_export reads JSON and CSV back with it, so types round-trip
-    }
+    return ExportedStore(
+        operator_id=op["operator_id"], operator_name=op["operator_name"], store_name=op["store_name"],
+        partitions=op["partitions"], rows=rows, path=rel,
+        key_schema=raw.schema["key"].dataType.simpleString(),
+        value_schema=raw.schema["value"].dataType.simpleString(),
+        columns=table.columns,
+        spark_schema=table.schema.jsonValue(),  # read_export reads JSON and CSV back with it, so types round-trip
+    )
 
 
 def export_state(
@@ -328,13 +356,13 @@ def export_state(
         ops = [o for o in ops if o["operator_id"] in operators]
 
     out.mkdir(parents=True, exist_ok=True)
-    manifest = {
-        "version": MANIFEST_VERSION, "checkpoint": str(path), "batch_id": batch, "format": fmt,
-        "spark_version": pyspark.__version__,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "query_id": _query_id(path),
-        "operators": [_export_store(spark, path, batch, op, out, fmt) for op in ops],
-    }
+    manifest = ExportManifest(
+        version=MANIFEST_VERSION, checkpoint=str(path), batch_id=batch, format=fmt,
+        spark_version=pyspark.__version__,
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        query_id=query_id(LocalStorage(), str(path)),
+        operators=[_export_store(spark, path, batch, op, out, fmt) for op in ops],
+    ).as_dict()
     tmp = out / f".{MANIFEST}.tmp"
     tmp.write_text(json.dumps(manifest, indent=2) + "\n")
     os.replace(tmp, out / MANIFEST)
@@ -347,17 +375,22 @@ def _export_entry(export_dir: str | Path, operator_id: int, store_name: str | No
     root = Path(export_dir).expanduser().resolve()
     if not (root / MANIFEST).is_file():
         raise StateExportError(f"{root} has no {MANIFEST}: not a finished state export; export again into a new folder")
-    manifest = json.loads((root / MANIFEST).read_text())
-    if manifest.get("version") != MANIFEST_VERSION:
-        raise StateExportError(f"{root}/{MANIFEST}: manifest version {manifest.get('version')} is not {MANIFEST_VERSION}")
-    found = [e for e in manifest["operators"]
-             if e["operator_id"] == operator_id and store_name in (None, e["store_name"])]
+    raw = json.loads((root / MANIFEST).read_text())
+    if raw.get("version") != MANIFEST_VERSION:
+        raise StateExportError(f"{root}/{MANIFEST}: manifest version {raw.get('version')} is not {MANIFEST_VERSION}")
+    try:
+        manifest = ExportManifest.model_validate(raw)
+    except ValidationError as e:
+        problem = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'top level'}: {err['msg']}" for err in e.errors())
+        raise StateExportError(f"{root}/{MANIFEST} is not a state export manifest ({problem}); export again") from None
+    found = [e.model_dump(mode="json", by_alias=True) for e in manifest.operators
+             if e.operator_id == operator_id and store_name in (None, e.store_name)]
     if len(found) != 1:
-        stores = ", ".join(f"{e['operator_id']}/{e['store_name']}" for e in manifest["operators"])
+        stores = ", ".join(f"{e.operator_id}/{e.store_name}" for e in manifest.operators)
         what = "several stores; pass store_name" if found else "no such operator/store"
         wanted = f"{operator_id}/{store_name}" if store_name else str(operator_id)
         raise StateExportError(f"{root}: operator {wanted}: {what} (export has {stores})")
-    return root, manifest["format"], found[0]
+    return root, manifest.format, found[0]
 
 
 def read_export(

@@ -39,11 +39,13 @@ import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from .savepoint import query_folders
+from ..runtime.checkpoint import (CheckpointFormatError, commit_log, committed_batches, local_checkpoint,
+                                  offsets_log, planned_batches, query_folders, read_log)
 from ..runtime.storage import LocalStorage, free_name, is_local, local_path
-from .export import StateExportError, _checkpoint_dir, _numbered, _read_raw, stateful_operators
+from .errors import StateError
+from .export import StateExportError, read_raw_state, stateful_operators
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -56,9 +58,10 @@ HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateS
 # Files of one state version in a partition folder (HDFS-backed: N.delta, N.snapshot, .N.delta.crc)
 _VERSION_SUFFIXES = (".delta", ".snapshot", ".delta.crc", ".snapshot.crc")
 _COMPLETE = ".repartition-complete"  # written last into a build: it may replace the checkpoint
+T = TypeVar("T")
 
 
-class RepartitionError(Exception):
+class RepartitionError(StateError):
     """The checkpoint cannot be repartitioned; the message names the checkpoint, the batch or
     the operator and says what to do. Nothing was changed."""
 
@@ -125,13 +128,22 @@ def _writer(spark: "SparkSession") -> Any:
     return _writer_cache[key]
 
 
-def _read_log(path: Path) -> tuple[list[str], dict[str, Any]]:
-    """A Spark log file (`v1`, then a JSON line, then more lines): its lines and its JSON."""
+def _damaged(read: Callable[[], T]) -> T:
+    """A checkpoint file read through streamlets.runtime.checkpoint; a damaged one is a RepartitionError."""
     try:
-        lines = path.read_text().splitlines()
-        return lines, json.loads(lines[1])
-    except (OSError, IndexError, ValueError) as e:
-        raise RepartitionError(f"{path} cannot be read ({e}): the checkpoint is damaged; not touched") from None
+        return read()
+    except CheckpointFormatError as e:
+        raise RepartitionError(f"{e}; not touched") from None
+
+
+def _read_log(path: Path) -> tuple[list[str], dict[str, Any]]:
+    """A Spark log file's lines and JSON line (streamlets.runtime.checkpoint.read_log)."""
+    return _damaged(lambda: read_log(LocalStorage(), str(path)))
+
+
+def _committed_and_planned(checkpoint: Path) -> tuple[list[int], list[int]]:
+    storage = LocalStorage()
+    return committed_batches(storage, str(checkpoint)), planned_batches(storage, str(checkpoint))
 
 
 def _operator_metadata(state_dir: Path, operator_id: int) -> dict[str, Any]:
@@ -167,7 +179,7 @@ def _check_operators(spark: "SparkSession", path: Path, batch: int, old: int) ->
         if stores[0]["partitions"] != old:
             raise RepartitionError(f"{path}: operator {op_id} has {stores[0]['partitions']} state partitions, but offsets/{batch} "
                                    f"pins {SHUFFLE_PARTITIONS}={old}: the checkpoint is inconsistent; not touched")
-        misplaced = (_read_raw(spark, path, op_id, "default", batch)
+        misplaced = (read_raw_state(spark, path, op_id, "default", batch)
                      .where(f"pmod(hash(key), {old}) != partition_id").limit(1).count())
         if misplaced:
             raise RepartitionError(
@@ -187,7 +199,7 @@ def _write_operator(spark: "SparkSession", path: Path, target_state: Path, scrat
     gateway = spark.sparkContext._gateway
     S = jvm.org.apache.spark.sql.execution.streaming.state
     op_id = op["operator_id"]
-    table = (_read_raw(spark, path, op_id, "default", batch)
+    table = (read_raw_state(spark, path, op_id, "default", batch)
              .select("key", "value", F.expr(f"pmod(hash(key), {partitions})").alias("partition"))
              .orderBy("partition"))
     jdf = table._jdf
@@ -261,7 +273,7 @@ def repartition_streamlet(spark: "SparkSession", run: "StreamletRunConfig") -> l
     for query in _query_names(root):
         checkpoint = root / query
         _recover(checkpoint)
-        committed, planned = _numbered(checkpoint / "commits"), _numbered(checkpoint / "offsets")
+        committed, planned = _committed_and_planned(checkpoint)
         if not committed:
             continue  # nothing pinned yet: its first batch takes the session's spark.sql.shuffle.partitions
         if planned and planned[-1] > committed[-1]:
@@ -326,11 +338,10 @@ def plan_repartition(checkpoint: str | Path, partitions: int) -> _Plan:
         raise RepartitionError(f"the number of state partitions must be at least 1, not {partitions}")
     _recover(Path(checkpoint).expanduser().resolve())
     try:
-        path = _checkpoint_dir(checkpoint)
-    except StateExportError as e:
+        path = local_checkpoint(checkpoint)
+    except CheckpointFormatError as e:
         raise RepartitionError(str(e)) from None
-    committed = _numbered(path / "commits")
-    planned = _numbered(path / "offsets")
+    committed, planned = _committed_and_planned(path)
     if not committed:
         raise RepartitionError(f"{path}: no committed batch yet; a query without state starts with the session's "
                                f"{SHUFFLE_PARTITIONS}, set that instead")
@@ -338,10 +349,11 @@ def plan_repartition(checkpoint: str | Path, partitions: int) -> _Plan:
     if planned and planned[-1] > batch:
         raise RepartitionError(f"{path}: batch {planned[-1]} was planned but not committed (the query stopped mid-batch); "
                                "run the query until it commits, or restore a savepoint, then repartition")
-    if _read_log(path / "commits" / str(batch))[1].get("stateUniqueIds"):
+    storage = LocalStorage()
+    if _damaged(lambda: commit_log(storage, str(path), batch)).get("stateUniqueIds"):
         raise RepartitionError(f"{path}: the state files carry unique ids (state store checkpoint format version 2); "
                                "repartitioning supports format version 1 (Spark's default) only")
-    offsets, meta = _read_log(path / "offsets" / str(batch))
+    offsets, meta = _damaged(lambda: offsets_log(storage, str(path), batch))
     conf = meta.get("conf", {})
     old = int(conf.get(SHUFFLE_PARTITIONS, "0") or 0)
     plan = _Plan(path, batch, offsets, meta, Repartitioned(str(path), batch, old, partitions))

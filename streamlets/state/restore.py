@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..runtime.runconfig import StreamletRunConfig
-from .savepoint import QUERIES, SavepointError, query_folders, source_offsets
+from ..runtime.checkpoint import query_folders, source_offsets
+from .savepoint import QUERIES, SavepointError
 from ..runtime.storage import copy_between, free_name, join, storage_for
 
 if TYPE_CHECKING:

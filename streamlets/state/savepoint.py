@@ -29,8 +29,11 @@ import re
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from ..runtime.checkpoint import committed_batches, pinned_conf, query_folders, query_id, source_offsets  # noqa: F401
 from ..runtime.storage import Storage, copy_between, join, storage_for
+from .errors import StateError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,8 +45,43 @@ _BATCH_LOG = re.compile(r"^\.?(\d+)(\.compact)?(\.crc)?$")
 _STATE_FILE = re.compile(r"^\.?(\d+)(_[0-9a-fA-F-]+)?\.(delta|snapshot|zip|changelog)(\.crc)?$")
 
 
-class SavepointError(Exception):
+class SavepointError(StateError):
     """A savepoint cannot be taken, read, restored or disposed; the message says which and why."""
+
+
+class SavepointQuery(BaseModel):
+    """One query's copy in a savepoint (`queries.<query>` of the manifest)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    batch_id: int | None  # the committed micro-batch the copy is consistent with; None: none committed
+    query_id: str | None  # the id in the checkpoint's `metadata`
+    files: int  # files copied
+    stateful: bool  # whether the copy holds state/ files
+    pinned_conf: dict[str, str] = {}  # the session settings Spark pinned in offsets/<batch_id>
+
+
+class SavepointManifest(BaseModel):
+    """`_savepoint.json`, written last into a savepoint folder (JSON, keys sorted, indent 2).
+    Unknown keys are kept, so a manifest from a newer release reads and writes back unchanged."""
+
+    model_config = ConfigDict(extra="allow")
+
+    version: int = MANIFEST_VERSION
+    id: str  # new_savepoint_id(): `sp-YYYYMMDDTHHMMSSZ-xxxxxx`
+    app_id: str
+    streamlet: str
+    class_name: str  # module.qualname of the streamlet class
+    code_version: str
+    schema_fingerprints: dict[str, str]  # port -> CRC-64-AVRO fingerprint of its schema
+    spark_version: str
+    created_at: str  # UTC ISO-8601, seconds
+    reason: str
+    checkpoint_root: str
+    queries: dict[str, SavepointQuery]
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True)
 
 
 def keep_in_savepoint(relative: str, batch: int) -> bool:
@@ -115,7 +153,7 @@ def take_savepoint(checkpoint_root: str, savepoint_root: str, *, app_id: str, st
     sp_id = new_savepoint_id()
     target = join(savepoint_root, app_id, streamlet, sp_id)
     partial = target + ".inprogress"
-    entries: dict[str, Any] = {}
+    entries: dict[str, SavepointQuery] = {}
     for attempt in range(1, attempts + 1):
         dst.delete(partial)
         try:
@@ -128,46 +166,56 @@ def take_savepoint(checkpoint_root: str, savepoint_root: str, *, app_id: str, st
             if attempt == attempts:
                 raise SavepointError(f"streamlet {streamlet!r}: checkpoint files kept disappearing while "
                                      f"copying ({e}); is another process cleaning {checkpoint_root}?") from None
-    manifest = {
-        "version": MANIFEST_VERSION,
-        "id": sp_id,
-        "app_id": app_id,
-        "streamlet": streamlet,
-        "class_name": f"{cls.__module__}.{cls.__qualname__}",
-        "code_version": code_version(cls),
-        "schema_fingerprints": schema_fingerprints(cls),
-        "spark_version": pyspark.__version__,
-        "created_at": _now().isoformat(timespec="seconds"),
-        "reason": reason,
-        "checkpoint_root": checkpoint_root,
-        "queries": entries,
-    }
-    dst.write_text(join(partial, MANIFEST), json.dumps(manifest, indent=2, sort_keys=True))
+    manifest = SavepointManifest(
+        version=MANIFEST_VERSION,
+        id=sp_id,
+        app_id=app_id,
+        streamlet=streamlet,
+        class_name=f"{cls.__module__}.{cls.__qualname__}",
+        code_version=code_version(cls),
+        schema_fingerprints=schema_fingerprints(cls),
+        spark_version=pyspark.__version__,
+        created_at=_now().isoformat(timespec="seconds"),
+        reason=reason,
+        checkpoint_root=checkpoint_root,
+        queries=entries,
+    )
+    dst.write_text(join(partial, MANIFEST), manifest.to_json())
     dst.rename(partial, target)  # listed only once complete (on object stores the rename is a copy)
-    return {**manifest, "path": target}
+    return {**manifest.model_dump(mode="json"), "path": target}
 
 
-def _copy_query(src: Storage, dst: Storage, checkpoint: str, target: str) -> dict[str, Any]:
+def _copy_query(src: Storage, dst: Storage, checkpoint: str, target: str) -> SavepointQuery:
     batches = committed_batches(src, checkpoint)
     batch = batches[-1] if batches else -1
     files = [f for f in src.files(checkpoint) if keep_in_savepoint(f, batch)]
     for f in files:
         copy_between(src, dst, join(checkpoint, f), join(target, f))
-    return {"batch_id": batch if batches else None, "query_id": query_id(src, checkpoint),
-            "files": len(files), "stateful": any(f.startswith("state/") for f in files),
-            "pinned_conf": pinned_conf(src, checkpoint, batch) if batches else {}}
+    return SavepointQuery(batch_id=batch if batches else None, query_id=query_id(src, checkpoint),
+                          files=len(files), stateful=any(f.startswith("state/") for f in files),
+                          pinned_conf=pinned_conf(src, checkpoint, batch) if batches else {})
 
 
 # --- list, inspect, dispose ---------------------------------------------------------------------
 
 def read_savepoint(path: str, spark: "SparkSession | None" = None) -> dict[str, Any]:
-    """The manifest of the savepoint at `path` (with "path"); SavepointError if there is none."""
+    """The manifest of the savepoint at `path` (SavepointManifest's JSON, with "path");
+    SavepointError if there is none or it is not a savepoint manifest."""
+    manifest = read_manifest(path, spark)
+    return {**manifest.model_dump(mode="json"), "path": str(path).rstrip("/")}
+
+
+def read_manifest(path: str, spark: "SparkSession | None" = None) -> SavepointManifest:
+    """The `_savepoint.json` of the savepoint at `path`; SavepointError naming the file if it is
+    missing, not JSON, or lacks a field."""
     storage = storage_for(path, spark)
     try:
-        manifest = json.loads(storage.read_text(join(path, MANIFEST)))
+        return SavepointManifest.model_validate(json.loads(storage.read_text(join(path, MANIFEST))))
+    except ValidationError as e:
+        problem = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'top level'}: {err['msg']}" for err in e.errors())
+        raise SavepointError(f"{path} is not a savepoint: {MANIFEST} is invalid ({problem})") from None
     except (OSError, ValueError) as e:
         raise SavepointError(f"{path} is not a savepoint: cannot read {MANIFEST} ({e})") from None
-    return {**manifest, "path": str(path).rstrip("/")}
 
 
 def list_savepoints(root: str, app_id: str | None = None, streamlet: str | None = None,

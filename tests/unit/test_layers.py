@@ -128,7 +128,7 @@ ALLOWED = {
     "deploy": {"sdk", "runtime", "spec"},
     "sandbox": {"sdk", "runtime", "state", "spec"},
     "cli": {"sdk", "runtime", "state", "spec", "deploy", "sandbox"},
-    "operator": {"sdk", "runtime", "state", "operator"},
+    "operator": {"sdk", "runtime", "state", "deploy", "operator"},  # deploy: the CRD contract (crd.py)
 }
 
 

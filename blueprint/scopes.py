@@ -1,0 +1,84 @@
+"""The config scopes, in one place: what a dotted settings key (`streamlets.stats.spark.spark.x`)
+addresses. Read by the config check (blueprint.configcheck), `blueprint build`
+(blueprint.deploy.build), the sandbox's run config (blueprint.sandbox.localconfig) and `kubectl
+streamlets configure`; each decides what it accepts, this module only says what a key means.
+
+    streamlets.<name>.config-parameters.<key>      a declared parameter
+    streamlets.<name>.volume-mounts.<mount>        a declared mount
+    streamlets.<name>.spark.<spark.* key>          Spark settings of that streamlet
+    streamlets.<name>.kubernetes.<role>.<key>      pod settings (role driver|executor, or labels|annotations)
+    runtimes.spark.config.<spark.* key>            every Spark streamlet
+    runtimes.spark.kubernetes.<role>.<key>         every Spark streamlet
+    topics.<id>.partitions|replication-factor      a topic of the blueprint
+    topics.<id>.config.<Kafka topic config>
+    kafka.bootstrap-servers
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+STREAMLETS, RUNTIMES, TOPICS, KAFKA = "streamlets", "runtimes", "topics", "kafka"
+TOP_LEVEL = (STREAMLETS, RUNTIMES, TOPICS, KAFKA)
+DEPLOY_ONLY_TOP_LEVEL = (RUNTIMES, TOPICS, KAFKA)  # the sandbox reads runtimes.spark.config only
+CONFIG_PARAMETERS, VOLUME_MOUNTS, SPARK, KUBERNETES = "config-parameters", "volume-mounts", "spark", "kubernetes"
+STREAMLET_SECTIONS = (CONFIG_PARAMETERS, VOLUME_MOUNTS, SPARK, KUBERNETES)
+RUNTIME_SECTIONS = ("config", KUBERNETES)  # of runtimes.spark: Spark settings, pod settings
+TOPIC_SETTINGS = ("partitions", "replication-factor")  # and config.<key>
+POD_ROLES = ("driver", "executor")
+POD_KEYS = ("cores", "core-limit", "memory", "memory-overhead")  # and executor.instances
+POD_METADATA = ("labels", "annotations")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a key addresses: `top` (its first part), `owner` (the streamlet name, runtime or
+    topic id: the second part), `section` (the third) and `rest` (the parts after it). For
+    `kafka.<key>` the owner is None and the section is `<key>`. Missing parts are None / ()."""
+
+    top: str
+    owner: str | None
+    section: str | None
+    rest: tuple[str, ...]
+
+    @property
+    def item(self) -> str:
+        """The rest as a dotted key: a parameter key, mount name, Spark or Kafka setting."""
+        return ".".join(self.rest)
+
+    @property
+    def complete(self) -> bool:
+        """Whether the key names a setting under a section (`<top>.<owner>.<section>.<item>`)."""
+        return self.owner is not None and self.section is not None and bool(self.rest)
+
+    def is_streamlet(self, *sections: str) -> bool:
+        """A complete streamlets.<name>.<section>.<item> key, in one of `sections` (any if none)."""
+        return self.top == STREAMLETS and self.complete and (not sections or self.section in sections)
+
+    def is_runtime(self, section: str) -> bool:
+        """A complete runtimes.spark.<section>.<item> key."""
+        return self.top == RUNTIMES and self.owner == "spark" and self.section == section and bool(self.rest)
+
+    def pod_setting(self) -> tuple[str, str]:
+        """A kubernetes section's (role, key): ("executor", "instances"), ("labels", "team")."""
+        return self.rest[0], ".".join(self.rest[1:])
+
+
+def parse_scope(parts: tuple[str, ...] | list[str]) -> Scope:
+    """The Scope of a key split at its dots."""
+    parts = tuple(parts)
+    top = parts[0] if parts else ""
+    if top == KAFKA:
+        return Scope(top, None, parts[1] if len(parts) > 1 else None, parts[2:])
+    return Scope(top, parts[1] if len(parts) > 1 else None, parts[2] if len(parts) > 2 else None, parts[3:])
+
+
+def scope_of(key: str) -> Scope:
+    """The Scope of a dotted key."""
+    return parse_scope(key.split("."))
+
+
+def spark_text(value: Any) -> str:
+    """A Spark setting's value as Spark's text (booleans lower-case: `true`, not `True`)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
