@@ -275,6 +275,7 @@ class Quarantine:
         self.counts: dict[str, int] = {}
         self.rounds: dict[str, int] = {}
         self.notes: list[str] = []  # one line per quarantine round, for the terminal
+        self._given_up: set[tuple[str, str, int]] = set()  # (streamlet, query, batch) found not isolable
 
     def enabled(self, streamlet: str) -> bool:
         ctx = self.runtime.contexts.get(streamlet)
@@ -324,6 +325,10 @@ class Quarantine:
         batch = failed_batch(ctx.spark, run.checkpoint_location(query), list(inlets))
         if batch is None:
             raise NotIsolable("the query's checkpoint has no uncommitted batch")
+        key = (streamlet, query, batch.batch)
+        if key in self._given_up:
+            raise NotIsolable(f"batch {batch.batch} was looked at before")
+        self._given_up.add(key)  # taken back below when records are found
         ledger = read_ledger(run.checkpoint_root, ctx.spark)
         probes = [0]
         log_ = logging.getLogger(f"streamlets.{streamlet}")
@@ -354,6 +359,7 @@ class Quarantine:
         log_.info("quarantine of %s.%s: %d record(s) in %d probe(s), %.1f s", streamlet, query, len(found), probes[0], time.time() - t0)
         if not found:
             raise NotIsolable("no single inlet record fails on its own")
+        self._given_up.discard(key)
         return found
 
     def _probe(self, ctx, batch: FailedBatch, keep: dict[str, list[Interval]], ledger) -> str | None:

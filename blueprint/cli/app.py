@@ -93,6 +93,10 @@ def run(
     branch: bool = typer.Option(False, "--branch", help="restore with new query ids (automatic for another application's savepoint)"),
     state_partitions: list[str] = typer.Option(None, "--state-partitions", help="STREAMLET=N: repartition the streamlet's "
                                                "checkpoints (after any --restore) to N state partitions before it starts"),
+    max_restarts: int = typer.Option(3, "--max-restarts", min=0, help="restarts of the Kafka broker, and of each failed "
+                                     "streamlet, within 10 minutes before the run stops with exit 1"),
+    restart_backoff: float = typer.Option(2.0, "--restart-backoff", min=0, help="seconds before a failed streamlet's "
+                                          "first restart, doubled per try (at most 30)"),
 ) -> None:
     """Run the whole application locally: a real Kafka broker, local Spark, checkpoints under the
     state folder (a second run resumes). Ctrl-C stops cleanly."""
@@ -113,7 +117,7 @@ def run(
                 raise typer.Exit(EXIT_USAGE)
             partitions[name.strip()] = int(n)
         code = _run(file, config, overrides or [], state_dir, kafka, exit_when_done, idle_seconds, trigger, timeout, fresh,
-                    restores, savepoints, branch, partitions)
+                    restores, savepoints, branch, partitions, restarts=(max_restarts, restart_backoff))
     except KeyboardInterrupt:
         code = 130
     except typer.Exit:  # a usage error already said in one line
@@ -127,7 +131,7 @@ def run(
 def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path | None, kafka: str | None,
          exit_when_done: bool, idle_seconds: float, trigger: str, timeout: float | None, fresh: bool,
          restores: dict[str, str] | None = None, savepoints: str | None = None, branch: bool = False,
-         state_partitions: dict[str, int] | None = None) -> int:
+         state_partitions: dict[str, int] | None = None, restarts: tuple[int, float] = (3, 2.0)) -> int:
     import shutil
 
     from ..loader import import_streamlets
@@ -154,7 +158,7 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
                              exit_when_done=exit_when_done, idle_seconds=idle_seconds,
                              trigger=None if trigger.strip() in ("0", "0s", "") else trigger, timeout=timeout,
                              restores=restores or {}, savepoints=savepoints, branch=branch,
-                             state_partitions=state_partitions or {})
+                             state_partitions=state_partitions or {}, max_restarts=restarts[0], restart_backoff=restarts[1])
     sandbox = Sandbox(blueprint, classes, options)
     if fresh and sandbox.state_dir.exists():
         shutil.rmtree(sandbox.state_dir)

@@ -32,6 +32,7 @@ class StreamletSettings:
     config_parameters: dict[str, Any] = field(default_factory=dict)
     volume_mounts: dict[str, str] = field(default_factory=dict)
     spark: dict[str, str] = field(default_factory=dict)
+    on_failure: str | None = None  # streamlets.<name>.on-failure: stop | quarantine (streamlets.quarantine)
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -101,6 +102,11 @@ def load_settings(
     for where, base, pairs in sources:
         for key, value in pairs:
             parts = key.split(".", 3)
+            if len(parts) == 3 and parts[0] == "streamlets" and parts[2] == "on-failure" and parts[1] in names:
+                if value not in ("stop", "quarantine"):
+                    raise LocalConfigError(f"{where}: {key!r}: on-failure is 'stop' or 'quarantine', not {value!r}")
+                settings[parts[1]].on_failure = value
+                continue
             if len(parts) < 4 or parts[0] != "streamlets":
                 raise LocalConfigError(f"{where}: {key!r} is not of the form streamlets.<name>.<section>.<key>")
             _, name, section, item = parts

@@ -114,14 +114,14 @@ class StreamletRuntime:
         finally:
             self.restarting.clear()
 
-    def unhandled_failures(self) -> list[tuple[str, str]]:
+    def unhandled_failures(self, skip: set[str] | frozenset[str] = frozenset()) -> list[tuple[str, str]]:
         """`failed()` after quarantine (streamlets.quarantine) took the failures it could: a
         streamlet with on-failure quarantine is restarted past its poison records."""
         out = []
         handled: set[str] = set()
         for name, error in self.failed():
             streamlet = name.split(".", 1)[0]
-            if streamlet in handled:
+            if streamlet in handled or streamlet in skip:
                 continue
             if self.quarantine.handle(name, error):
                 handled.add(streamlet)
