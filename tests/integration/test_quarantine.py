@@ -56,9 +56,8 @@ def poison_of(f: pd.DataFrame, w: pd.DataFrame) -> list[str]:
     ids = flight_ids(f)
     chosen = []
     for origin in ("EWR", "JFK", "LGA"):
-        rows = f[(f["origin"] == origin) & (f["hour"] == 12)]
-        row = next(r for _, r in rows.iterrows() if (r["origin"], r["time_hour"]) in observed)
-        chosen.append(ids[row.name])
+        rows = [i for i, r in f[f["origin"] == origin].iterrows() if (r["origin"], r["time_hour"]) in observed]
+        chosen.append(ids[rows[len(rows) // 2]])
     return chosen
 
 
