@@ -374,6 +374,8 @@ class Quarantine:
         for key, value in run.spark_conf.items():
             if key.startswith("spark.sql."):
                 session.conf.set(key, value)
+        # A probe reads a handful of records: one state/shuffle partition instead of hundreds of tasks.
+        session.conf.set("spark.sql.shuffle.partitions", "1")
         pctx = StreamletContext(session, type(ctx.streamlet)(), probe_run, _ProbeTransport(ctx.transport, batch, keep, ledger), None)
         try:
             pctx.streamlet.create_logic(pctx)

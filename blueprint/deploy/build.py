@@ -6,6 +6,7 @@ that order already (files first, overrides last): for each key the last entry wi
 
     streamlets.<n>.config-parameters.<k>      -> streamlets[n].configParameters[k] (text)
     streamlets.<n>.volume-mounts.<m>          -> streamlets[n].volumeMounts[m] (a claim name)
+    streamlets.<n>.on-failure                 -> streamlets[n].onFailure (stop | quarantine)
     runtimes.spark.config.<k>, then
     streamlets.<n>.spark.<k>                  -> streamlets[n].sparkConf[k]
     runtimes.spark.kubernetes.<...>, then
@@ -99,6 +100,7 @@ class _Settings:
     def __init__(self, entries: list[Entry]) -> None:
         self.params: dict[str, dict[str, Any]] = {}
         self.mounts: dict[str, dict[str, Entry]] = {}
+        self.on_failure: dict[str, str] = {}
         self.spark: dict[str | None, dict[str, Any]] = {}  # None: runtimes.spark.config
         self.kube: dict[str | None, dict[tuple[str, str], Any]] = {}  # None: runtimes.spark.kubernetes
         self.topics: dict[str, dict[str, Any]] = {}
@@ -111,7 +113,9 @@ class _Settings:
         head, parts = e.parts[0], e.parts
         if head == "streamlets":
             name, section, rest = parts[1], parts[2], ".".join(parts[3:])
-            if section == "config-parameters":
+            if section == "on-failure":
+                self.on_failure[name] = str(e.value)
+            elif section == "config-parameters":
                 self.params.setdefault(name, {})[rest] = e.value
             elif section == "volume-mounts":
                 self.mounts.setdefault(name, {})[rest] = e
@@ -167,6 +171,7 @@ def _streamlet(bp: Blueprint, r: Resolved, name: str, s: _Settings) -> dict[str,
             entry[role] = pod
     optional = {
         "sparkConf": s.spark_conf(name),
+        "onFailure": s.on_failure.get(name),
         "configParameters": params,
         "volumeMounts": {m: e.value for m, e in s.mounts.get(name, {}).items()},
         "portTopics": port_topics,

@@ -330,7 +330,7 @@ class Sandbox:
         self.console.print(render(self.runtime.monitor.stats, self._topic_rows(), self._dead_letters(), time.time() - start,
                                   self._faults()))
         if self.supervisor.error:  # the one line, last, after the tables
-            self.console.print(f"[red]{self.supervisor.error}[/]", highlight=False, soft_wrap=True)
+            self.console.print(self.supervisor.error, style="red", highlight=False, soft_wrap=True, markup=False)
         return status
 
     def _faults(self) -> dict[str, dict[str, int]]:

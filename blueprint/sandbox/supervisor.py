@@ -65,8 +65,8 @@ class Supervisor:
         self.error: str | None = None
         self._notes_seen = 0
 
-    def _say(self, text: str) -> None:
-        self.sandbox.console.print(text, highlight=False, soft_wrap=True)
+    def _say(self, text: str, style: str | None = None) -> None:
+        self.sandbox.console.print(text, style=style, highlight=False, soft_wrap=True, markup=False)
         log.warning("%s", text)
 
     def check(self) -> int | None:
@@ -83,7 +83,7 @@ class Supervisor:
         if broker is None or broker.is_running() or getattr(broker, "_proc", None) is None:
             return None
         how = exit_description(broker._proc.returncode)
-        self._say(f"[yellow]Kafka broker exited ({how}); log: {broker.log_file}[/]")
+        self._say(f"Kafka broker exited ({how}); log: {broker.log_file}", "yellow")
         while True:
             n = self._tries.setdefault("kafka", Tries()).add(time.time(), self.window)
             if n > self.max_restarts:
@@ -96,7 +96,7 @@ class Supervisor:
                 broker.start()
             except BrokerError as e:
                 how = str(e).splitlines()[0]
-                self._say(f"[yellow]Kafka broker restart {n} failed: {how}[/]")
+                self._say(f"Kafka broker restart {n} failed: {how}", "yellow")
                 continue
             self._say(f"Kafka broker restarted (try {n} of {self.max_restarts}) on {broker.bootstrap_servers}, "
                       f"data in {broker.state_dir / 'data'}")
@@ -114,7 +114,7 @@ class Supervisor:
         failures = runtime.unhandled_failures(skip=set(self._due))
         notes = runtime.quarantine.notes
         for line in notes[self._notes_seen:]:
-            self._say(f"[yellow]{line}[/]")
+            self._say(line, "yellow")
         self._notes_seen = len(notes)
         for name, error in failures:
             streamlet = name.split(".", 1)[0]
@@ -128,8 +128,9 @@ class Supervisor:
                 return self._fail(f"error: query {name} failed (restarted {n - 1} times; log: {logfile}): "
                                   f"{user_exception(error)}")
             delay = min(self.backoff * 2 ** (n - 1), self.max_backoff)
-            self._say(f"[yellow]query {name} failed: {user_exception(error)}[/]\n"
-                      f"  restarting streamlet {streamlet} in {delay:.0f} s (try {n} of {self.max_restarts}; log: {logfile})")
+            self._say(f"query {name} failed: {user_exception(error)}\n"
+                      f"  restarting streamlet {streamlet} in {delay:.0f} s (try {n} of {self.max_restarts}; log: {logfile})",
+                      "yellow")
             self._due[streamlet] = now + delay
         for streamlet, due in list(self._due.items()):
             if now >= due:

