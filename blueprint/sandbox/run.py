@@ -300,6 +300,10 @@ class Sandbox:
         try:
             while not self.stop_requested.wait(1.0):
                 elapsed = time.time() - start
+                # restarts the broker and failed streamlets, quarantines poison records (supervisor.py)
+                status = self.supervisor.check() or 0
+                if status:
+                    break
                 topics = self._topic_rows()
                 stats = self.runtime.monitor.stats
                 if live:
@@ -307,10 +311,6 @@ class Sandbox:
                 elif elapsed - last_plain >= 10:
                     last_plain = elapsed
                     self.console.print(plain_line(stats, topics, elapsed, self._faults()), highlight=False)
-                # restarts the broker and failed streamlets, quarantines poison records (supervisor.py)
-                status = self.supervisor.check() or 0
-                if status:
-                    break
                 if self.options.timeout and elapsed > self.options.timeout:
                     self.console.print(f"stopping: --timeout of {self.options.timeout:.0f} s reached")
                     break

@@ -98,7 +98,8 @@ def test_broker_that_keeps_dying_ends_the_run_with_one_error_line(tmp_path):
                            "--max-restarts", "2", log=log, cwd=tmp_path)
     kills = 0
     try:
-        wait_until(lambda: "starting streamlet" in _log(log), timeout=300, what="the streamlets to start")
+        # records through the whole application: everything has started and the sandbox watches
+        wait_until(lambda: any((tmp_path / "out").glob("*.jsonl")), timeout=300, what="the first output")
         deadline = time.time() + 600
         while proc.poll() is None and time.time() < deadline:
             for pid in broker_pids(state):
