@@ -95,7 +95,9 @@ class Supervisor:
 
                 broker.start()
             except BrokerError as e:
-                how = str(e).splitlines()[0]
+                proc = getattr(broker, "_proc", None)
+                how = exit_description(proc.returncode) if proc is not None and proc.poll() is not None \
+                    else str(e).splitlines()[0]
                 self._say(f"Kafka broker restart {n} failed: {how}", "yellow")
                 continue
             self._say(f"Kafka broker restarted (try {n} of {self.max_restarts}) on {broker.bootstrap_servers}, "

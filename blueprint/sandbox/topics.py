@@ -24,6 +24,8 @@ class TopicWatcher:
         total = 0
         try:
             meta = self._consumer.list_topics(topic, timeout=10).topics.get(topic)
+            if (meta is None or meta.error is not None) and hit:
+                return hit[1]  # no answer for the topic (the broker is restarting): the last count stands
             if meta is not None and meta.error is None:
                 for p in meta.partitions:
                     _, high = self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
