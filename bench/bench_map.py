@@ -559,7 +559,7 @@ class CheckedStreamletJob(StreamletJob):
 
 
 DEAD_LETTERS = "bench.dead-letters"
-ON_FAILURE: str | None = None  # --on-failure: the streamlet jobs' run config on_failure (streamlets.quarantine)
+ON_FAILURE: str | None = None  # --on-failure: the streamlet jobs' run config on_failure (streamlets.runtime.quarantine)
 JOBS: dict[str, type[Job]] = {j.name: j for j in (Baseline, BaselineSession, BaselineListener, Permissive, SdkFilter,
                                                    SdkObserve, SdkV1, SdkReencode, SdkCompact, StreamletJob)}
 if CheckedMapper is not None:
@@ -665,7 +665,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--explain", action="store_true", help="print each job's physical plan (from the warm-up)")
     parser.add_argument("--output", default=str(HERE / "results" / "map.json"), help="JSON results file")
     parser.add_argument("--on-failure", choices=["stop", "quarantine"], default=None,
-                        help="on_failure of the streamlet jobs (streamlets.quarantine); nothing fails here, so "
+                        help="on_failure of the streamlet jobs (streamlets.runtime.quarantine); nothing fails here, so "
                              "quarantine must cost nothing (default: the class's, stop)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (broker data, checkpoints)")
     return parser

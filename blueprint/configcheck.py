@@ -6,7 +6,7 @@ The scopes are Cloudflow's, without its `cloudflow.` prefix:
     streamlets.<name>.config-parameters.<key> = value    a declared parameter: typed and validated
     streamlets.<name>.volume-mounts.<mount> = text       a declared mount: local folder or PVC name
     streamlets.<name>.on-failure = stop|quarantine       a failed query: stays failed, or its poison records
-                                                         are quarantined (streamlets.quarantine)
+                                                         are quarantined (streamlets.runtime.quarantine)
     streamlets.<name>.spark.<spark.* key> = value        Spark settings of that streamlet
     streamlets.<name>.kubernetes.driver|executor.cores|core-limit|memory|memory-overhead = value
     streamlets.<name>.kubernetes.executor.instances = n  executors (the streamlet's scale)
@@ -172,7 +172,7 @@ def _check_entry(r: Resolved, e: Entry) -> list[Problem]:
 
 
 def _check_streamlet_entry(r: Resolved, e: Entry, problem) -> list[Problem]:
-    if len(e.parts) == 3 and e.parts[2] == "on-failure":  # streamlets.<name>.on-failure (streamlets.quarantine)
+    if len(e.parts) == 3 and e.parts[2] == "on-failure":  # streamlets.<name>.on-failure (streamlets.runtime.quarantine)
         if e.parts[1] not in r.blueprint.streamlets:
             return problem("unknown-config-key", f"the blueprint has no streamlet {e.parts[1]!r}",
                            f"streamlets: {', '.join(sorted(r.blueprint.streamlets))}")

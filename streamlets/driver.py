@@ -18,7 +18,7 @@ import threading
 from pydantic import ValidationError
 
 from .errors import StreamletError
-from .quarantine import user_exception
+from .runtime.quarantine import user_exception
 from .loading import load_streamlet_class
 from .runtime.runconfig import StreamletRunConfig
 from .runtime.runner import StreamletRuntime, start_control_listener, transport_for
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     failures: list[tuple[str, str]] = []
     while not stopping.is_set():
         if not runtime.restarting.is_set() and not all(q.isActive for q in runtime.queries()):
-            # on-failure quarantine restarts the streamlet past its poison records (streamlets.quarantine)
+            # on-failure quarantine restarts the streamlet past its poison records (streamlets.runtime.quarantine)
             rounds = sum(runtime.quarantine.rounds.values())
             failures = runtime.unhandled_failures()
             if failures or sum(runtime.quarantine.rounds.values()) == rounds:

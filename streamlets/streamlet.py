@@ -73,7 +73,7 @@ class Streamlet:
     """
 
     runtime: ClassVar[str] = "spark"
-    # What a failed query does: "stop" (the failure stands) or "quarantine" (streamlets.quarantine:
+    # What a failed query does: "stop" (the failure stands) or "quarantine" (streamlets.runtime.quarantine:
     # records that make the logic fail go to the dead-letter topic and are skipped). The deploy
     # config's streamlets.<name>.on-failure wins.
     on_failure: ClassVar[str] = "stop"

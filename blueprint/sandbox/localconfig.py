@@ -32,7 +32,7 @@ class StreamletSettings:
     config_parameters: dict[str, Any] = field(default_factory=dict)
     volume_mounts: dict[str, str] = field(default_factory=dict)
     spark: dict[str, str] = field(default_factory=dict)
-    on_failure: str | None = None  # streamlets.<name>.on-failure: stop | quarantine (streamlets.quarantine)
+    on_failure: str | None = None  # streamlets.<name>.on-failure: stop | quarantine (streamlets.runtime.quarantine)
 
 
 def _read(path: Path) -> dict[str, Any]:

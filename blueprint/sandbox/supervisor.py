@@ -5,10 +5,10 @@ them as a cluster would (the SparkApplication's restartPolicy OnFailure, the bro
   one line (exit code or signal, the broker log's path) and starts it again on the same ports
   and data folder (KafkaBroker.start keeps its ports while free), so the streamlets' clients
   reconnect. More than `max_restarts` restarts within `window` seconds: one error line, exit 1.
-- Streamlets: a failed query that quarantine (streamlets.quarantine) does not take restarts its
+- Streamlets: a failed query that quarantine (streamlets.runtime.quarantine) does not take restarts its
   streamlet after a backoff (`backoff` seconds, doubled per try, at most `max_backoff`); past
   `max_restarts` tries in `window` seconds the sandbox stops with the streamlet's error (the
-  user's exception, streamlets.quarantine.user_exception) and exit 1.
+  user's exception, streamlets.runtime.quarantine.user_exception) and exit 1.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streamlets.quarantine import user_exception
+from streamlets.runtime.quarantine import user_exception
 
 log = logging.getLogger("streamlets.sandbox")
 

@@ -41,7 +41,7 @@ def streamlet_rows(stats: dict[str, QueryStats]) -> dict[str, dict]:
 def render(stats: dict[str, QueryStats], topics: list[TopicRow], dead_letters: int, elapsed: float,
            faults: dict[str, dict[str, int]] | None = None) -> Group:
     """The streamlet and topic tables; `faults` (per streamlet, and "kafka"): restarts by the
-    sandbox's supervisor and records quarantined (streamlets.quarantine)."""
+    sandbox's supervisor and records quarantined (streamlets.runtime.quarantine)."""
     faults = faults or {}
     t = Table(title=f"streamlets ({elapsed:.0f} s)", title_justify="left", expand=False)
     for col, justify in [("streamlet", "left"), ("status", "left"), ("batches", "right"), ("records in", "right"),

@@ -85,7 +85,7 @@ class StreamletContext:
         topic = self.topic(inlet)
         raw = self.transport.read_stream(self.spark, topic, self.run.max_offsets_per_trigger)
         if not self.run.dry_run:
-            from ..quarantine import read_ledger, skip_quarantined
+            from .quarantine import read_ledger, skip_quarantined
 
             raw = skip_quarantined(raw, topic, read_ledger(self.run.checkpoint_root, self.spark))
         writer = self.run.writer_schemas.get(inlet.name)

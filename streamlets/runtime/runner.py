@@ -51,7 +51,7 @@ class StreamletRuntime:
         self.contexts: dict[str, StreamletContext] = {}
         # Set while reload-config restarts a streamlet: its stopped queries are not an ending.
         self.restarting = threading.Event()
-        from ..quarantine import Quarantine
+        from .quarantine import Quarantine
 
         self.quarantine = Quarantine(self)
 
@@ -115,7 +115,7 @@ class StreamletRuntime:
             self.restarting.clear()
 
     def unhandled_failures(self, skip: set[str] | frozenset[str] = frozenset()) -> list[tuple[str, str]]:
-        """`failed()` after quarantine (streamlets.quarantine) took the failures it could: a
+        """`failed()` after quarantine (streamlets.runtime.quarantine) took the failures it could: a
         streamlet with on-failure quarantine is restarted past its poison records."""
         out = []
         handled: set[str] = set()

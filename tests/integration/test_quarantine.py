@@ -1,4 +1,4 @@
-"""Poison-record quarantine (streamlets.quarantine) on the flight-delays example, one day of
+"""Poison-record quarantine (streamlets.runtime.quarantine) on the flight-delays example, one day of
 real data, real Kafka and Spark: the enrichment fails on exactly three chosen flights' records."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""streamlets.quarantine without Spark: the user's exception out of Spark's text, bisection,
+"""streamlets.runtime.quarantine without Spark: the user's exception out of Spark's text, bisection,
 the ledger; the on-failure setting through the local config, the deploy config, the CRD and the
 operator's run config; the supervisor's exit descriptions."""
 
@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from blueprint.cli import app as blueprint_cli
 from blueprint.sandbox.localconfig import LocalConfigError, load_settings
 from blueprint.sandbox.supervisor import Tries, exit_description
-from streamlets.quarantine import NotIsolable, _split, add_to_ledger, bisect, read_ledger, user_exception
+from streamlets.runtime.quarantine import NotIsolable, _split, add_to_ledger, bisect, read_ledger, user_exception
 
 ROOT = Path(__file__).resolve().parents[2]
 BLUEPRINT = ROOT / "examples" / "flight-delays" / "blueprint.yaml"

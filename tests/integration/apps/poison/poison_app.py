@@ -1,6 +1,6 @@
 """Flight delays with a poison record: the enrichment's logic fails on chosen flights' records
 (a Python UDF raising for their flight_id), and a file egress whose sink can be made to fail.
-Test app for streamlets.quarantine (tests/integration/test_quarantine.py)."""
+Test app for streamlets.runtime.quarantine (tests/integration/test_quarantine.py)."""
 
 from __future__ import annotations
 

@@ -94,7 +94,7 @@ def ledger_path(checkpoint_root: str) -> str:
 def read_ledger(checkpoint_root: str, spark: "SparkSession | None" = None) -> list[dict[str, Any]]:
     """Quarantined records of a streamlet: dicts with query, inlet, topic, partition, offset,
     batch, error, time (epoch seconds). Empty when there is no ledger."""
-    from .runtime.storage import storage_for
+    from .storage import storage_for
 
     storage = storage_for(checkpoint_root, spark)
     path = ledger_path(checkpoint_root)
@@ -107,7 +107,7 @@ def read_ledger(checkpoint_root: str, spark: "SparkSession | None" = None) -> li
 
 
 def add_to_ledger(checkpoint_root: str, records: list[dict[str, Any]], spark: "SparkSession | None" = None) -> None:
-    from .runtime.storage import storage_for
+    from .storage import storage_for
 
     storage = storage_for(checkpoint_root, spark)
     entries = read_ledger(checkpoint_root, spark)
@@ -207,8 +207,8 @@ class FailedBatch:
 
 def failed_batch(spark, checkpoint: str, topics: list[str]) -> FailedBatch | None:
     """The uncommitted last batch of a query checkpoint and its offset ranges per inlet topic."""
-    from .runtime.checkpoint import committed_batches, source_offsets
-    from .runtime.storage import join, storage_for
+    from .checkpoint import committed_batches, source_offsets
+    from .storage import join, storage_for
 
     storage = storage_for(checkpoint, spark)
     planned = sorted(int(n) for n in storage.children(join(checkpoint, "offsets")) if n.isdigit())
@@ -363,8 +363,8 @@ class Quarantine:
         return found
 
     def _probe(self, ctx, batch: FailedBatch, keep: dict[str, list[Interval]], ledger) -> str | None:
-        from .runtime.context import StreamletContext
-        from .runtime.storage import is_local, local_path
+        from .context import StreamletContext
+        from .storage import is_local, local_path
 
         run = ctx.run
         scratch = f"{run.checkpoint_root.rstrip('/')}/.quarantine-probe-{uuid.uuid4().hex[:8]}"
@@ -397,7 +397,7 @@ class Quarantine:
             if is_local(scratch):
                 shutil.rmtree(local_path(scratch), ignore_errors=True)
             else:
-                from .runtime.storage import storage_for
+                from .storage import storage_for
 
                 storage_for(scratch, ctx.spark).delete(scratch)
 
@@ -406,7 +406,7 @@ class Quarantine:
         from pyspark.sql import functions as F
         from pyspark.sql.avro.functions import to_avro
 
-        from .runtime.deadletter import DEAD_LETTER_SCHEMA
+        from .deadletter import DEAD_LETTER_SCHEMA
 
         topic = self.runtime.dead_letters.topic
         if topic is None:
