@@ -363,8 +363,9 @@ class Quarantine:
         return found
 
     def _probe(self, ctx, batch: FailedBatch, keep: dict[str, list[Interval]], ledger) -> str | None:
-        from .context import StreamletContext
         from .storage import is_local, local_path
+
+        StreamletContext = type(ctx)  # the running streamlet's context class (no import: context imports this module)
 
         run = ctx.run
         scratch = f"{run.checkpoint_root.rstrip('/')}/.quarantine-probe-{uuid.uuid4().hex[:8]}"
