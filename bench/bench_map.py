@@ -2,6 +2,7 @@
 
     python bench/bench_map.py [--records 1000000] [--rounds 3] [--partitions 2]
                               [--max-offsets-per-trigger N] [--variants baseline,streamlet]
+                              [--on-failure quarantine]
 
 Both jobs read the same Kafka topic of Avro-encoded flight events (12 fields: strings, ints,
 nullable strings and doubles, timestamp-millis, boolean), add `dep_delay_hours` (dep_delay / 60)
@@ -538,7 +539,7 @@ class StreamletJob(Job):
             class_name=f"{self.streamlet_class.__module__}.{self.streamlet_class.__name__}",
             topics={"in": in_topic, "out": out_topic}, bootstrap_servers=self.bootstrap,
             checkpoint_root=checkpoint, dead_letter_topic=DEAD_LETTERS, available_now=True,
-            max_offsets_per_trigger=self.max_offsets,
+            max_offsets_per_trigger=self.max_offsets, on_failure=ON_FAILURE,
         )
         self.runtime = StreamletRuntime(self.spark, "bench", DEAD_LETTERS, KafkaTransport(self.bootstrap))
         self.ctx = self.runtime.start_class(self.streamlet_class, run)
@@ -558,6 +559,7 @@ class CheckedStreamletJob(StreamletJob):
 
 
 DEAD_LETTERS = "bench.dead-letters"
+ON_FAILURE: str | None = None  # --on-failure: the streamlet jobs' run config on_failure (streamlets.runtime.quarantine)
 JOBS: dict[str, type[Job]] = {j.name: j for j in (Baseline, BaselineSession, BaselineListener, Permissive, SdkFilter,
                                                    SdkObserve, SdkV1, SdkReencode, SdkCompact, StreamletJob)}
 if CheckedMapper is not None:
@@ -662,6 +664,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "alike), e.g. --java-options=-XX:-DontCompileHugeMethods")
     parser.add_argument("--explain", action="store_true", help="print each job's physical plan (from the warm-up)")
     parser.add_argument("--output", default=str(HERE / "results" / "map.json"), help="JSON results file")
+    parser.add_argument("--on-failure", choices=["stop", "quarantine"], default=None,
+                        help="on_failure of the streamlet jobs (streamlets.runtime.quarantine); nothing fails here, so "
+                             "quarantine must cost nothing (default: the class's, stop)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (broker data, checkpoints)")
     return parser
 
@@ -675,6 +680,8 @@ def main(argv: list[str] | None = None) -> int:
 
     faulthandler.enable()  # a crash in a native client (librdkafka, py4j) still says where
     args = build_parser().parse_args(argv)
+    global ON_FAILURE
+    ON_FAILURE = args.on_failure
     if args.records <= 0 or args.rounds <= 0 or args.partitions <= 0:
         print("error: --records, --rounds and --partitions must be positive", file=sys.stderr)
         return 2
@@ -748,6 +755,7 @@ def main(argv: list[str] | None = None) -> int:
             "rounds": args.rounds,
             "partitions": args.partitions,
             "max_offsets_per_trigger": args.max_offsets_per_trigger,
+            "on_failure": args.on_failure,
             "master": args.master,
             "java_options": args.java_options,
             "variants": {name: JOBS[name].description for name in variants},

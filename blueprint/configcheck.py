@@ -5,6 +5,8 @@ The scopes are Cloudflow's, without its `cloudflow.` prefix:
 
     streamlets.<name>.config-parameters.<key> = value    a declared parameter: typed and validated
     streamlets.<name>.volume-mounts.<mount> = text       a declared mount: local folder or PVC name
+    streamlets.<name>.on-failure = stop|quarantine       a failed query: stays failed, or its poison records
+                                                         are quarantined (streamlets.runtime.quarantine)
     streamlets.<name>.spark.<spark.* key> = value        Spark settings of that streamlet
     streamlets.<name>.kubernetes.driver|executor.cores|core-limit|memory|memory-overhead = value
     streamlets.<name>.kubernetes.executor.instances = n  executors (the streamlet's scale)
@@ -33,7 +35,7 @@ from streamlets.errors import ConfigError
 
 from .loader import HOCON_SUFFIXES, BlueprintLoadError, _hocon_root, _yaml_root
 from .problems import Problem, make_problem
-from .scopes import (CONFIG_PARAMETERS, KUBERNETES, POD_KEYS, POD_METADATA, POD_ROLES, RUNTIME_SECTIONS,
+from .scopes import (CONFIG_PARAMETERS, KUBERNETES, ON_FAILURE, ON_FAILURE_MODES, POD_KEYS, POD_METADATA, POD_ROLES, RUNTIME_SECTIONS,
                      RUNTIMES, SPARK, STREAMLET_SECTIONS, STREAMLETS, TOP_LEVEL, TOPIC_SETTINGS, TOPICS, VOLUME_MOUNTS,
                      parse_scope)
 from .verify import Resolved
@@ -188,6 +190,14 @@ def _check_entry(r: Resolved, e: Entry) -> list[Problem]:
 
 
 def _check_streamlet_entry(r: Resolved, e: Entry, problem) -> list[Problem]:
+    if len(e.parts) == 3 and e.parts[2] == ON_FAILURE:  # streamlets.<name>.on-failure (streamlets.runtime.quarantine)
+        if e.parts[1] not in r.blueprint.streamlets:
+            return problem("unknown-config-key", f"the blueprint has no streamlet {e.parts[1]!r}",
+                           f"streamlets: {', '.join(sorted(r.blueprint.streamlets))}")
+        if e.value not in ON_FAILURE_MODES:
+            return problem("invalid-config-value", f"{e.value!r} is not an on-failure mode",
+                           "use stop (a failed query stays failed) or quarantine (poison records go to the dead-letter topic)")
+        return []
     scope = parse_scope(e.parts)
     if not scope.complete:
         return problem("unknown-config-key", "streamlet settings are streamlets.<name>.<section>.<key> with section "

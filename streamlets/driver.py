@@ -18,6 +18,7 @@ import threading
 from pydantic import ValidationError
 
 from .errors import StreamletError
+from .runtime.quarantine import user_exception
 from .loading import load_streamlet_class
 from .runtime.runconfig import StreamletRunConfig
 from .runtime.runner import StreamletRuntime, start_control_listener, transport_for
@@ -61,12 +62,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     listener = start_control_listener(runtime, run)
-    while not stopping.is_set() and (runtime.restarting.is_set() or all(q.isActive for q in runtime.queries())):
+    failures: list[tuple[str, str]] = []
+    while not stopping.is_set():
+        if not runtime.restarting.is_set() and not all(q.isActive for q in runtime.queries()):
+            # on-failure quarantine restarts the streamlet past its poison records (streamlets.runtime.quarantine)
+            rounds = sum(runtime.quarantine.rounds.values())
+            failures = runtime.unhandled_failures()
+            if failures or sum(runtime.quarantine.rounds.values()) == rounds:
+                break
         stopping.wait(1)
-    failures = runtime.failed()
+    failures = failures or runtime.failed()
     if listener is not None:
         listener.stop()
     runtime.stop()
     for name, error in failures:
-        print(f"error: query {name} failed: {error}", file=sys.stderr)
+        print(f"error: query {name} failed: {user_exception(error)}", file=sys.stderr)
+        log.error("query %s failed: %s", name, error)
     return 1 if failures else 0

@@ -73,6 +73,10 @@ class Streamlet:
     """
 
     runtime: ClassVar[str] = "spark"
+    # What a failed query does: "stop" (the failure stands) or "quarantine" (streamlets.runtime.quarantine:
+    # records that make the logic fail go to the dead-letter topic and are skipped). The deploy
+    # config's streamlets.<name>.on-failure wins.
+    on_failure: ClassVar[str] = "stop"
     __shape__: ClassVar[StreamletShape]
     __parameters__: ClassVar[tuple[ConfigParameter, ...]]
     __volume_mounts__: ClassVar[tuple[VolumeMount, ...]]
@@ -165,6 +169,8 @@ def _check_class(cls: type[Streamlet]) -> list[DefinitionProblem]:
     inlets = [p for p in ports if isinstance(p, AvroInlet)]
     outlets = [p for p in ports if isinstance(p, AvroOutlet)]
     seen: set[str] = set()
+    if getattr(cls, "on_failure", "stop") not in ("stop", "quarantine"):
+        add("invalid-on-failure", f"on_failure must be 'stop' or 'quarantine', not {cls.on_failure!r}")
     for port in ports:
         label = f"{port.role} {port.name!r}"
         if not is_dns_label(port.name):

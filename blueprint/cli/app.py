@@ -87,6 +87,10 @@ def run(
     branch: bool = typer.Option(False, "--branch", help="restore with new query ids (automatic for another application's savepoint)"),
     state_partitions: list[str] = typer.Option(None, "--state-partitions", help="STREAMLET=N: repartition the streamlet's "
                                                "checkpoints (after any --restore) to N state partitions before it starts"),
+    max_restarts: int = typer.Option(3, "--max-restarts", min=0, help="restarts of the Kafka broker, and of each failed "
+                                     "streamlet, within 10 minutes before the run stops with exit 1"),
+    restart_backoff: float = typer.Option(2.0, "--restart-backoff", min=0, help="seconds before a failed streamlet's "
+                                          "first restart, doubled per try (at most 30)"),
 ) -> None:
     """Run the whole application locally: a real Kafka broker, local Spark, checkpoints under the
     state folder (a second run resumes). Ctrl-C stops cleanly."""
@@ -105,7 +109,8 @@ def run(
                                EXIT_USAGE)
             partitions[name.strip()] = int(n)
         return _run(file, config, overrides or [], state_dir, kafka, exit_when_done, idle_seconds, trigger, timeout,
-                    fresh, restores, savepoints, branch, partitions)
+                    fresh, restores, savepoints, branch, partitions,
+                    restarts=(max_restarts, restart_backoff))
 
     try:  # an unexpected environment problem is one line too, no traceback
         code = guard(body, internal=lambda e: f"{type(e).__name__}: {e}", families=False)
@@ -117,7 +122,7 @@ def run(
 def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path | None, kafka: str | None,
          exit_when_done: bool, idle_seconds: float, trigger: str, timeout: float | None, fresh: bool,
          restores: dict[str, str] | None = None, savepoints: str | None = None, branch: bool = False,
-         state_partitions: dict[str, int] | None = None) -> int:
+         state_partitions: dict[str, int] | None = None, restarts: tuple[int, float] = (3, 2.0)) -> int:
     from ..configcheck import ConfigReadError, config_problems
     from ..loader import import_streamlets
     from ..sandbox.diskspace import full_disk_message, is_full_disk_error
@@ -159,7 +164,7 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
                              exit_when_done=exit_when_done, idle_seconds=idle_seconds,
                              trigger=None if trigger.strip() in ("0", "0s", "") else trigger, timeout=timeout,
                              restores=restores or {}, savepoints=savepoints, branch=branch,
-                             state_partitions=state_partitions or {})
+                             state_partitions=state_partitions or {}, max_restarts=restarts[0], restart_backoff=restarts[1])
     for option, names in (("--restore", restores), ("--state-partitions", state_partitions)):
         unknown = sorted(set(names or {}) - set(blueprint.streamlets))
         if unknown:  # before the state folder is touched

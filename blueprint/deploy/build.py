@@ -6,6 +6,7 @@ that order already (files first, overrides last): for each key the last entry wi
 
     streamlets.<n>.config-parameters.<k>      -> streamlets[n].configParameters[k] (text)
     streamlets.<n>.volume-mounts.<m>          -> streamlets[n].volumeMounts[m] (a claim name)
+    streamlets.<n>.on-failure                 -> streamlets[n].onFailure (stop | quarantine)
     runtimes.spark.config.<k>, then
     streamlets.<n>.spark.<k>                  -> streamlets[n].sparkConf[k]
     runtimes.spark.kubernetes.<...>, then
@@ -31,7 +32,7 @@ from ..configcheck import Entry, check_config
 from .crd import API_VERSION, KIND
 from ..model import Blueprint
 from ..problems import Problem, make_problem, report_order
-from ..scopes import CONFIG_PARAMETERS, KAFKA, RUNTIMES, SPARK, STREAMLETS, TOPICS, VOLUME_MOUNTS, parse_scope
+from ..scopes import CONFIG_PARAMETERS, KAFKA, ON_FAILURE, RUNTIMES, SPARK, STREAMLETS, TOPICS, VOLUME_MOUNTS, parse_scope
 from ..topics import dead_letter_topic, topic_bindings
 from ..verify import Resolved, check
 from ..errors import BlueprintError
@@ -158,6 +159,7 @@ class _Settings:
     def __init__(self, entries: list[Entry]) -> None:
         self.params: dict[str, dict[str, Any]] = {}
         self.mounts: dict[str, dict[str, Entry]] = {}
+        self.on_failure: dict[str, str] = {}
         self.spark: dict[str | None, dict[str, Any]] = {}  # None: runtimes.spark.config
         self.kube: dict[str | None, dict[tuple[str, str], Any]] = {}  # None: runtimes.spark.kubernetes
         self.topics: dict[str, dict[str, Any]] = {}
@@ -171,7 +173,9 @@ class _Settings:
         scope = parse_scope(e.parts)
         if scope.top == STREAMLETS:
             name, section = scope.owner, scope.section
-            if section == CONFIG_PARAMETERS:
+            if section == ON_FAILURE:
+                self.on_failure[name] = str(e.value)
+            elif section == CONFIG_PARAMETERS:
                 self.params.setdefault(name, {})[scope.item] = e.value
             elif section == VOLUME_MOUNTS:
                 self.mounts.setdefault(name, {})[scope.item] = e
@@ -227,6 +231,7 @@ def _streamlet(bp: Blueprint, r: Resolved, name: str, s: _Settings) -> dict[str,
             entry[role] = pod
     optional = {
         "sparkConf": s.spark_conf(name),
+        "onFailure": s.on_failure.get(name),
         "configParameters": params,
         "volumeMounts": {m: e.value for m, e in s.mounts.get(name, {}).items()},
         "portTopics": port_topics,

@@ -61,6 +61,8 @@ class SandboxOptions:
     savepoints: str | None = None  # savepoint root for ids [default: <state dir>/savepoints]
     branch: bool = False  # restore with new query ids (always so for another application's savepoint)
     state_partitions: dict[str, int] = field(default_factory=dict)  # streamlet -> state partitions (repartition)
+    max_restarts: int = 3  # broker and streamlet restarts (each) within 10 minutes before the run stops (supervisor.py)
+    restart_backoff: float = 2.0  # seconds before a failed streamlet's first restart, doubled per try
 
 
 class SandboxError(BlueprintError):
@@ -99,6 +101,7 @@ def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings:
         dead_letter_topic=dead_letter_topic(bp),
         trigger_interval=trigger,
         spark_conf=settings.spark,
+        on_failure=settings.on_failure,
     )
 
 
@@ -231,6 +234,9 @@ class Sandbox:
                 except StreamletError as e:
                     raise SandboxError(str(e)) from None
             self._listener = start_control_listener(self.runtime, runs[0])
+            from .supervisor import Supervisor
+
+            self.supervisor = Supervisor(self, max_restarts=self.options.max_restarts, backoff=self.options.restart_backoff)
             # `blueprint control` and `savepoint` find the running application's broker here
             (self.state_dir / "sandbox.json").write_text(json.dumps({"app_id": self.bp.app_id, "bootstrap_servers": bootstrap,
                                                                      "pid": os.getpid()}))
@@ -314,23 +320,20 @@ class Sandbox:
         try:
             while not self.stop_requested.wait(1.0):
                 elapsed = time.time() - start
+                # restarts the broker and failed streamlets, quarantines poison records (supervisor.py)
+                status = self.supervisor.check() or 0
+                if status:
+                    break
                 topics = self._topic_rows()
                 stats = self.runtime.monitor.stats
                 if live:
-                    live.update(render(stats, topics, self._dead_letters(), elapsed))
+                    live.update(render(stats, topics, self._dead_letters(), elapsed, self._faults()))
                 elif elapsed - last_plain >= 10:
                     last_plain = elapsed
-                    self.console.print(plain_line(stats, topics, elapsed), highlight=False)
+                    self.console.print(plain_line(stats, topics, elapsed, self._faults()), highlight=False)
                 full = self._disk.check()
                 if full:
                     self.console.print(f"[red]error:[/] {full}")
-                    status = 1
-                    break
-                failures = self.runtime.failed()
-                if failures:
-                    for name, error in failures:
-                        streamlet = name.split(".", 1)[0]
-                        self.console.print(f"[red]error:[/] query {name} failed (log: {self.state_dir / 'logs' / (streamlet + '.log')}):\n{error.splitlines()[0] if error else ''}")
                     status = 1
                     break
                 if self.options.timeout and elapsed > self.options.timeout:
@@ -349,8 +352,20 @@ class Sandbox:
         finally:
             if live:
                 live.stop()
-        self.console.print(render(self.runtime.monitor.stats, self._topic_rows(), self._dead_letters(), time.time() - start))
+        self.console.print(render(self.runtime.monitor.stats, self._topic_rows(), self._dead_letters(), time.time() - start,
+                                  self._faults()))
+        if self.supervisor.error:  # the one line, last, after the tables
+            self.console.print(self.supervisor.error, style="red", highlight=False, soft_wrap=True, markup=False)
         return status
+
+    def _faults(self) -> dict[str, dict[str, int]]:
+        """Per streamlet (and "kafka"): restarts by the supervisor, records quarantined."""
+        out: dict[str, dict[str, int]] = {}
+        for name, n in self.supervisor.restarts.items():
+            out.setdefault(name, {})["restarts"] = n
+        for name, n in self.runtime.quarantine.counts.items():
+            out.setdefault(name, {})["quarantined"] = n
+        return out
 
     def _idle(self) -> bool:
         """True when no query is running a batch or has data waiting, every Kafka source has read

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from streamlets.kafka_logging import client_config
 
@@ -23,12 +23,17 @@ class TopicWatcher:
         hit = self._cache.get(topic)
         if hit and not fresh and now - hit[0] < 1.0:
             return hit[1]
-        meta = self._consumer.list_topics(topic, timeout=10).topics.get(topic)
         total = 0
-        if meta is not None and meta.error is None:
-            for p in meta.partitions:
-                _, high = self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
-                total += max(high, 0)
+        try:
+            meta = self._consumer.list_topics(topic, timeout=10).topics.get(topic)
+            if (meta is None or meta.error is not None) and hit:
+                return hit[1]  # no answer for the topic (the broker is restarting): the last count stands
+            if meta is not None and meta.error is None:
+                for p in meta.partitions:
+                    _, high = self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+                    total += max(high, 0)
+        except KafkaException:  # the broker is away (the supervisor restarts it): the last count stands
+            return hit[1] if hit else 0
         self._cache[topic] = (now, total)
         self._consumer.poll(0)  # hands librdkafka's queued log lines to the log (no subscription: reads nothing)
         return total

@@ -38,16 +38,24 @@ def streamlet_rows(stats: dict[str, QueryStats]) -> dict[str, dict]:
     return rows
 
 
-def render(stats: dict[str, QueryStats], topics: list[TopicRow], dead_letters: int, elapsed: float) -> Group:
+def render(stats: dict[str, QueryStats], topics: list[TopicRow], dead_letters: int, elapsed: float,
+           faults: dict[str, dict[str, int]] | None = None) -> Group:
+    """The streamlet and topic tables; `faults` (per streamlet, and "kafka"): restarts by the
+    sandbox's supervisor and records quarantined (streamlets.runtime.quarantine)."""
+    faults = faults or {}
     t = Table(title=f"streamlets ({elapsed:.0f} s)", title_justify="left", expand=False)
     for col, justify in [("streamlet", "left"), ("status", "left"), ("batches", "right"), ("records in", "right"),
                          ("records out", "right"), ("in/s", "right"), ("processed/s", "right"),
-                         ("malformed", "right"), ("watermark", "left")]:
+                         ("malformed", "right"), ("quarantined", "right"), ("restarts", "right"), ("watermark", "left")]:
         t.add_column(col, justify=justify)
     for name, r in sorted(streamlet_rows(stats).items()):
+        f = faults.get(name, {})
         t.add_row(name, ",".join(sorted(r["status"])), str(r["batches"]), f"{r['in']:,}", f"{r['out']:,}",
-                  f"{r['in_rate']:,.0f}", f"{r['rate']:,.0f}", str(r["malformed"]), (r["watermark"] or "")[:19])
-    tt = Table(title=f"topics (dead letters: {dead_letters})", title_justify="left")
+                  f"{r['in_rate']:,.0f}", f"{r['rate']:,.0f}", str(r["malformed"]), str(f.get("quarantined", 0)),
+                  str(f.get("restarts", 0)), (r["watermark"] or "")[:19])
+    kafka = faults.get("kafka", {}).get("restarts", 0)
+    tt = Table(title=f"topics (dead letters: {dead_letters}" + (f"; Kafka broker restarts: {kafka}" if kafka else "") + ")",
+               title_justify="left")
     for col, justify in [("topic", "left"), ("records", "right"), ("records/s", "right"), ("from", "left"), ("to", "left")]:
         tt.add_column(col, justify=justify)
     for row in topics:
@@ -55,8 +63,15 @@ def render(stats: dict[str, QueryStats], topics: list[TopicRow], dead_letters: i
     return Group(t, tt)
 
 
-def plain_line(stats: dict[str, QueryStats], topics: list[TopicRow], elapsed: float) -> str:
+def plain_line(stats: dict[str, QueryStats], topics: list[TopicRow], elapsed: float,
+               faults: dict[str, dict[str, int]] | None = None) -> str:
     """One log line of progress for non-terminal output (CI logs)."""
-    parts = [f"{n}: in {r['in']:,} out {r['out']:,} ({r['rate']:,.0f}/s)" for n, r in sorted(streamlet_rows(stats).items())]
+    faults = faults or {}
+
+    def extra(name: str) -> str:
+        f = faults.get(name, {})
+        return "".join(f" {k} {f[k]}" for k in ("quarantined", "restarts") if f.get(k))
+
+    parts = [f"{n}: in {r['in']:,} out {r['out']:,} ({r['rate']:,.0f}/s){extra(n)}" for n, r in sorted(streamlet_rows(stats).items())]
     tops = [f"{t.topic}={t.records:,}" for t in topics]
     return f"[{elapsed:6.0f}s] " + "; ".join(parts) + " | topics " + " ".join(tops)

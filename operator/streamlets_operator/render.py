@@ -184,6 +184,7 @@ def run_config(spec: dict[str, Any], streamlet: dict[str, Any]) -> dict[str, Any
         savepoint_max_age_seconds=savepoints.get("maxAgeSeconds"),
         restore_from=streamlet.get("restoreFrom"),
         state_partitions=streamlet.get("statePartitions"),
+        on_failure=streamlet.get("onFailure"),
         reset_state_token=stateless_token(spec, streamlet) if spec.get("upgradeMode") == "stateless" else None,
     )
     return config.model_dump(mode="json")

@@ -91,6 +91,10 @@ class StreamletContext:
         if writer_schema is not None:
             check_logical_types(writer_schema, inlet.schema, where)  # before anything is read or registered
         raw = self.transport.read_stream(self.spark, topic, self.run.max_offsets_per_trigger)
+        if not self.run.dry_run:
+            from .quarantine import read_ledger, skip_quarantined
+
+            raw = skip_quarantined(raw, topic, read_ledger(self.run.checkpoint_root, self.spark))
         if inlet.error_handling == "fail":
             decoded = decode_value(raw.where(F.col("value").isNotNull()), inlet.schema, permissive=False, writer=writer_schema,
                                    where=where)

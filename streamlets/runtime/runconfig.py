@@ -51,6 +51,9 @@ class StreamletRunConfig(BaseModel):
                                                   "(the newest is always kept)")
     initial_state: dict[str, str] = Field(default_factory=dict, description="query name -> a state export "
                                           "(streamlets.state.export) the query folds in: StreamletContext.initial_state")
+    on_failure: str | None = Field(default=None, pattern="^(stop|quarantine)$", description="a failed query: 'stop' "
+                                   "(the failure stands), 'quarantine' (streamlets.runtime.quarantine: the poison records go to "
+                                   "the dead-letter topic and are skipped); None: the class's on_failure, else stop")
     dry_run: bool = Field(default=False, description="check against the checkpoint only: every sink is Spark's noop "
                           "sink, one micro-batch (trigger once), no dead letters (the restore check)")
 

@@ -51,6 +51,9 @@ class StreamletRuntime:
         self.contexts: dict[str, StreamletContext] = {}
         # Set while reload-config restarts a streamlet: its stopped queries are not an ending.
         self.restarting = threading.Event()
+        from .quarantine import Quarantine
+
+        self.quarantine = Quarantine(self)
 
     def start(self, run: StreamletRunConfig) -> StreamletContext:
         """Import the run config's class and start it (see start_class)."""
@@ -94,6 +97,36 @@ class StreamletRuntime:
         for q in self.queries():
             if not q.isActive and q.exception() is not None:
                 out.append((q.name, str(q.exception())))
+        return out
+
+    def restart(self, streamlet: str) -> StreamletContext:
+        """Stop a streamlet's queries that still run and start it again (its class, run config and
+        checkpoints: a failed batch is replayed from the offset log)."""
+        ctx = self.contexts[streamlet]
+        self.restarting.set()
+        try:
+            for q in ctx.queries:
+                try:
+                    q.stop()
+                except Exception as e:  # a failed query may refuse to stop
+                    log.debug("stopping %s: %s", q.name, e)
+            return self.start_class(type(ctx.streamlet), ctx.run)
+        finally:
+            self.restarting.clear()
+
+    def unhandled_failures(self, skip: set[str] | frozenset[str] = frozenset()) -> list[tuple[str, str]]:
+        """`failed()` after quarantine (streamlets.runtime.quarantine) took the failures it could: a
+        streamlet with on-failure quarantine is restarted past its poison records."""
+        out = []
+        handled: set[str] = set()
+        for name, error in self.failed():
+            streamlet = name.split(".", 1)[0]
+            if streamlet in handled or streamlet in skip:
+                continue
+            if self.quarantine.handle(name, error):
+                handled.add(streamlet)
+            else:
+                out.append((name, error))
         return out
 
     def stop(self, timeout: float = 60.0) -> None:
