@@ -298,7 +298,7 @@ class Sandbox:
         dt = max(now - self._last_look, 1e-6)
         self._last_look = now
         rows = []
-        for tid, topic in self.bp.topics.items():
+        for topic in self.bp.topics.values():
             name = topic.kafka_name(self.bp.app_id)
             records = self._watcher.records(name)
             rate = (records - self._last_offsets.get(name, records)) / dt

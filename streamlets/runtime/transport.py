@@ -120,7 +120,7 @@ class FileTransport:
         pairs: list[tuple[bytes | None, bytes | None]] = []
         for path in sorted(self.folder(topic).glob("batch-*.parquet")):
             table = pq.read_table(path)
-            pairs.extend(zip(table.column("key").to_pylist(), table.column("value").to_pylist()))
+            pairs.extend(zip(table.column("key").to_pylist(), table.column("value").to_pylist(), strict=True))
         return pairs
 
     def write_batch(self, df: "DataFrame", topic: str) -> None:
