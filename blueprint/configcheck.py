@@ -9,6 +9,7 @@ The scopes are Cloudflow's, without its `cloudflow.` prefix:
     streamlets.<name>.kubernetes.driver|executor.cores|core-limit|memory|memory-overhead = value
     streamlets.<name>.kubernetes.executor.instances = n  executors (the streamlet's scale)
     streamlets.<name>.kubernetes.labels|annotations.<k> = text
+    streamlets.<name>.delivery = exactly-once|at-least-once  its Kafka outlets (default exactly-once)
     runtimes.spark.config.<spark.* key> = value          every Spark streamlet
     runtimes.spark.kubernetes.<as above>                 every Spark streamlet
     topics.<id>.partitions|replication-factor = n        a topic of the blueprint
@@ -30,6 +31,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 
 from streamlets.errors import ConfigError
+from streamlets.runtime.exactly_once import DELIVERY_MODES
 
 from .loader import HOCON_SUFFIXES, BlueprintError, _hocon_root, _yaml_root
 from .problems import Problem, make_problem
@@ -170,9 +172,17 @@ def _check_entry(r: Resolved, e: Entry) -> list[Problem]:
 
 
 def _check_streamlet_entry(r: Resolved, e: Entry, problem) -> list[Problem]:
+    if len(e.parts) == 3 and e.parts[2] == "delivery":
+        if e.parts[1] not in r.blueprint.streamlets:
+            return problem("unknown-config-key", f"the blueprint has no streamlet {e.parts[1]!r}",
+                           f"streamlets: {', '.join(sorted(r.blueprint.streamlets))}")
+        if e.value not in DELIVERY_MODES:
+            return problem("invalid-config-value", f"{e.value!r} is not a delivery mode",
+                           f"use one of {', '.join(DELIVERY_MODES)}")
+        return []
     if len(e.parts) < 4:
         return problem("unknown-config-key", "streamlet settings are streamlets.<name>.<section>.<key> with section "
-                                             f"one of {', '.join(STREAMLET_SECTIONS)}")
+                                             f"one of {', '.join(STREAMLET_SECTIONS)}, or streamlets.<name>.delivery")
     _, name, section = e.parts[:3]
     rest = ".".join(e.parts[3:])
     if name not in r.blueprint.streamlets:

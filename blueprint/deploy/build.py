@@ -104,12 +104,15 @@ class _Settings:
         self.topics: dict[str, dict[str, Any]] = {}
         self.topic_config: dict[str, dict[str, Any]] = {}
         self.bootstrap_servers: str | None = None
+        self.delivery: dict[str, str] = {}  # streamlets.<name>.delivery
         for e in entries:
             self._add(e)
 
     def _add(self, e: Entry) -> None:
         head, parts = e.parts[0], e.parts
-        if head == "streamlets":
+        if head == "streamlets" and len(parts) == 3 and parts[2] == "delivery":
+            self.delivery[parts[1]] = e.value
+        elif head == "streamlets":
             name, section, rest = parts[1], parts[2], ".".join(parts[3:])
             if section == "config-parameters":
                 self.params.setdefault(name, {})[rest] = e.value
@@ -173,6 +176,7 @@ def _streamlet(bp: Blueprint, r: Resolved, name: str, s: _Settings) -> dict[str,
         "writerSchemas": {inlet: schema_text(schema) for inlet, schema in writers.items()},
         "labels": {k: _text(v) for (kind, k), v in kube.items() if kind == "labels"},
         "annotations": {k: _text(v) for (kind, k), v in kube.items() if kind == "annotations"},
+        "delivery": s.delivery.get(name),
     }
     entry.update((k, v) for k, v in optional.items() if v)
     entry["descriptor"] = _descriptor(descriptor)  # last: long (schemas), and read by tools more than people

@@ -13,6 +13,8 @@ on top. Values are checked against the streamlets' declarations before anything 
 
 from __future__ import annotations
 
+from streamlets.runtime.exactly_once import DELIVERY_MODES
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -32,6 +34,7 @@ class StreamletSettings:
     config_parameters: dict[str, Any] = field(default_factory=dict)
     volume_mounts: dict[str, str] = field(default_factory=dict)
     spark: dict[str, str] = field(default_factory=dict)
+    delivery: str | None = None  # streamlets.<name>.delivery: exactly-once (default) or at-least-once
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -101,6 +104,11 @@ def load_settings(
     for where, base, pairs in sources:
         for key, value in pairs:
             parts = key.split(".", 3)
+            if len(parts) == 3 and parts[0] == "streamlets" and parts[2] == "delivery" and parts[1] in names:
+                if value not in DELIVERY_MODES:
+                    raise LocalConfigError(f"{where}: {key!r}: {value!r} is not one of {', '.join(DELIVERY_MODES)}")
+                settings[parts[1]].delivery = value
+                continue
             if len(parts) < 4 or parts[0] != "streamlets":
                 raise LocalConfigError(f"{where}: {key!r} is not of the form streamlets.<name>.<section>.<key>")
             _, name, section, item = parts

@@ -96,6 +96,7 @@ def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings:
         dead_letter_topic=dead_letter_topic(bp),
         trigger_interval=trigger,
         spark_conf=settings.spark,
+        delivery=settings.delivery or "exactly-once",
     )
 
 

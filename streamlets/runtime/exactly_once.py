@@ -34,6 +34,7 @@ batch's transaction: at-least-once (runtime.deadletter).
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 if TYPE_CHECKING:
@@ -50,6 +51,16 @@ TRANSACTION_TIMEOUT_MS = 900_000
 _PASSED_OPTIONS = ("security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password",
                    "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
                    "ssl.endpoint.identification.algorithm", "client.id")
+
+
+def _retried_codes() -> tuple[int, ...]:
+    from confluent_kafka import KafkaError
+
+    return (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+            KafkaError._TIMED_OUT, KafkaError.UNKNOWN_TOPIC_OR_PART)
+
+
+_RETRIED: tuple[int, ...] = ()
 
 
 def ledger_topic(app_id: str) -> str:
@@ -107,6 +118,9 @@ class TransactionalBatchWriter:
         transaction the broker aborts), then read the ledger: the next batch id to write."""
         from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+        global _RETRIED
+        _RETRIED = _RETRIED or _retried_codes()
+
         from confluent_kafka.admin import AdminClient, NewTopic
 
         # Normally created with the application's topics; created here when missing (1 partition).
@@ -136,10 +150,19 @@ class TransactionalBatchWriter:
         consumer = Consumer({**self._common(), "group.id": self.group, "enable.auto.commit": False,
                              "isolation.level": "read_committed"})
         try:
-            (tp,) = consumer.committed([TopicPartition(self.ledger, 0)], timeout=60)
+            deadline = time.monotonic() + 120
+            while True:  # a fresh broker creates __consumer_offsets on first use: NOT_COORDINATOR meanwhile
+                try:
+                    (tp,) = consumer.committed([TopicPartition(self.ledger, 0)], timeout=30)
+                    break
+                except KafkaException as e:
+                    err = e.args[0] if e.args else None
+                    if time.monotonic() > deadline or not (hasattr(err, "retriable") and (
+                            err.retriable() or err.code() in _RETRIED)):
+                        raise ExactlyOnceError(f"reading the batch ledger {self.group!r} on {self.ledger!r} "
+                                               f"at {self.bootstrap_servers} failed: {e}") from e
+                    time.sleep(0.5)
             self._group_metadata = consumer.consumer_group_metadata()
-        except KafkaException as e:
-            raise ExactlyOnceError(f"reading the batch ledger {self.group!r} on {self.ledger!r} failed: {e}") from e
         finally:
             consumer.close()
         self._next_batch = tp.offset if tp.offset >= 0 else 0
