@@ -124,12 +124,21 @@ class TransactionalBatchWriter:
         from confluent_kafka.admin import AdminClient, NewTopic
 
         # Normally created with the application's topics; created here when missing (1 partition).
-        futures = AdminClient(self._common()).create_topics([NewTopic(self.ledger, 1, 1)], request_timeout=30)
-        for fut in futures.values():
+        admin = AdminClient(self._common())
+        for fut in admin.create_topics([NewTopic(self.ledger, 1, 1)], request_timeout=30).values():
             try:
                 fut.result(60)
             except Exception as e:  # exists already, or no rights: then it must exist
                 log.debug("ledger topic %s not created here: %s", self.ledger, e)
+        deadline = time.monotonic() + 60
+        while True:  # the group coordinator refuses offsets of a topic it does not know yet
+            meta = admin.list_topics(self.ledger, timeout=10).topics.get(self.ledger)
+            if meta is not None and meta.error is None and 0 in meta.partitions and meta.partitions[0].leader >= 0:
+                break
+            if time.monotonic() > deadline:
+                raise ExactlyOnceError(f"the batch ledger topic {self.ledger!r} is not available at "
+                                       f"{self.bootstrap_servers}: create it (1 partition) with the application's topics")
+            time.sleep(0.2)
         producer = Producer({
             **self._common(),
             "transactional.id": self.transactional_id,
