@@ -69,16 +69,27 @@ def enriched_slice() -> tuple[pd.DataFrame, pd.DataFrame]:
     return out, stats_of(f, weather)
 
 
+ROW_SCHEMA = ("flight_id string, origin string, dest string, carrier string, flight int, tailnum string, "
+              "time_hour_ms long, sched_ms long, dep_delay double, arr_delay double, distance int, cancelled boolean, "
+              "temp double, wind_speed double, precip double, visib double")
+
+
 def encoded(spark, frame: pd.DataFrame):
     """The enrichment outlet's Kafka rows (key origin, Avro value) of `frame`, in its order."""
     from pyspark.sql import functions as F
 
-    sdf = spark.createDataFrame(frame.astype(object).where(frame.notna(), None)).select(
-        *[F.col(c).cast(t) for c, t in (
-            ("flight_id", "string"), ("origin", "string"), ("dest", "string"), ("carrier", "string"),
-            ("flight", "int"), ("tailnum", "string"), ("time_hour", "timestamp"), ("sched_dep_time", "timestamp"),
-            ("dep_delay", "double"), ("arr_delay", "double"), ("distance", "int"), ("cancelled", "boolean"),
-            ("temp", "double"), ("wind_speed", "double"), ("precip", "double"), ("visib", "double"))])
+    def native(v):
+        return None if v is None or (isinstance(v, float) and v != v) else v
+
+    rows = [tuple(native(v) for v in (
+        r["flight_id"], r["origin"], r["dest"], r["carrier"], int(r["flight"]), r["tailnum"],
+        int(r["time_hour"].value // 1_000_000), int(r["sched_dep_time"].value // 1_000_000),
+        float(r["dep_delay"]), float(r["arr_delay"]), int(r["distance"]), bool(r["cancelled"]),
+        float(r["temp"]), float(r["wind_speed"]), float(r["precip"]), float(r["visib"])))
+        for r in frame.to_dict("records")]
+    sdf = (spark.createDataFrame(rows, ROW_SCHEMA, verifySchema=False)
+           .withColumn("time_hour", F.timestamp_millis("time_hour_ms"))
+           .withColumn("sched_dep_time", F.timestamp_millis("sched_ms")))
     out = FlightWeatherJoin.outlet
     return encode_outlet(sdf.coalesce(1), out.schema, out.key, "test enrich")
 
