@@ -179,6 +179,12 @@ def _check_streamlet_entry(r: Resolved, e: Entry, problem) -> list[Problem]:
         if e.value not in DELIVERY_MODES:
             return problem("invalid-config-value", f"{e.value!r} is not a delivery mode",
                            f"use one of {', '.join(DELIVERY_MODES)}")
+        edges = _edges_from(r, e.parts[1]) if e.value == "at-least-once" else []
+        if edges:
+            return problem(
+                "at-least-once-edge", f"at-least-once edge(s) {'; '.join(edges)}: a failed micro-batch's partial "
+                "output is visible downstream, out of event-time order (a downstream watermark may drop its replay)",
+                "leave delivery unset (exactly-once) unless downstream deduplicates and has no watermark")
         return []
     if len(e.parts) < 4:
         return problem("unknown-config-key", "streamlet settings are streamlets.<name>.<section>.<key> with section "
@@ -214,6 +220,16 @@ def _check_streamlet_entry(r: Resolved, e: Entry, problem) -> list[Problem]:
     except ConfigError as err:
         return problem("invalid-config-value", str(err))
     return []
+
+
+def _edges_from(r: Resolved, name: str) -> list[str]:
+    """`<name>.<outlet> -> <topic> -> <consumer>.<inlet>` for every consumer of the streamlet's outlets."""
+    edges = []
+    for topic_id, topic in r.blueprint.topics.items():
+        outlets = [str(ref.path) for ref in topic.producers if ref.path and ref.path.streamlet == name]
+        for out in outlets:
+            edges += [f"{out} -> {topic_id} -> {ref.path}" for ref in topic.consumers if ref.path]
+    return edges
 
 
 def _check_spark_key(key: str, problem) -> list[Problem]:
