@@ -16,10 +16,13 @@ time) and produced by one transactional confluent-kafka producer in ONE Kafka tr
   open transaction.
 - The batch id is committed in the same transaction (`send_offsets_to_transaction`): consumer
   group `<app>.<streamlet>.<query>.batches`, partition 0 of the ledger topic `<app>.outlet-batches`,
-  offset = batch id + 1. When Spark replays a batch whose transaction committed but whose
-  commit-log entry was not written (killed in between), the batch is skipped: not written twice.
-  Spark replays a batch id with the same input offsets (its offset log), so the skipped batch is
-  the one already in Kafka.
+  offset = batch id + 1, with a fingerprint of the batch's entry in the checkpoint's offset log
+  (`<checkpoint>/offsets/<batch id>`: the input offsets and batch timestamp Spark planned) as
+  the offset's metadata. When Spark replays a batch whose transaction committed but whose
+  commit-log entry was not written (killed in between), it replays that same offset-log entry:
+  batch id and fingerprint match the ledger, and the batch is skipped, not written twice. Any
+  other batch is written: a fresh checkpoint (reset state) or one restored from a savepoint plans
+  new offset-log entries, whose fingerprints differ even where batch ids repeat.
 - Records are partitioned like Spark's Kafka sink (Java's murmur2 of the key; librdkafka
   `partitioner=murmur2_random`), so keys land on the same partitions either way.
 
@@ -33,6 +36,7 @@ batch's transaction: at-least-once (runtime.deadletter).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -92,8 +96,8 @@ class TransactionalBatchWriter:
     """
 
     def __init__(self, bootstrap_servers: str, topic: str, *, app_id: str, streamlet: str, query: str,
-                 kafka_options: Mapping[str, str] | None = None,
-                 before_commit: Callable[[int, int], None] | None = None) -> None:
+                 kafka_options: Mapping[str, str] | None = None, checkpoint: str | None = None,
+                 storage: Any = None, before_commit: Callable[[int, int], None] | None = None) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
         self.transactional_id = transactional_id(app_id, streamlet, query)
@@ -102,9 +106,11 @@ class TransactionalBatchWriter:
         self.options = {k[len("kafka."):]: v for k, v in (kafka_options or {}).items()
                         if k.startswith("kafka.") and k[len("kafka."):] in _PASSED_OPTIONS}
         self.before_commit = before_commit
+        self.checkpoint = checkpoint
+        self.storage = storage
         self._producer: Any = None
         self._group_metadata: Any = None
-        self._next_batch: int | None = None  # batches below this one are in Kafka
+        self._last: tuple[int, str] | None = None  # the ledger: last committed batch id, its fingerprint
         self.written_batches: list[int] = []
         self.skipped_batches: list[int] = []
 
@@ -174,27 +180,37 @@ class TransactionalBatchWriter:
             self._group_metadata = consumer.consumer_group_metadata()
         finally:
             consumer.close()
-        self._next_batch = tp.offset if tp.offset >= 0 else 0
+        self._last = (tp.offset - 1, tp.metadata or "") if tp.offset > 0 else None
         self._producer = producer
-        log.info("exactly-once outlet %s -> %s: transactional.id %s, next batch %d", self.group, self.topic,
-                 self.transactional_id, self._next_batch)
+        log.info("exactly-once outlet %s -> %s: transactional.id %s, last committed batch %s", self.group,
+                 self.topic, self.transactional_id, self._last)
+
+    def fingerprint(self, batch_id: int) -> str:
+        """sha256 (16 hex digits) of the checkpoint's offset-log entry of `batch_id`; "" without
+        a checkpoint (then a batch id alone identifies a batch: tests)."""
+        if self.checkpoint is None:
+            return ""
+        from .storage import join, storage_for
+
+        storage = self.storage or storage_for(self.checkpoint)
+        text = storage.read_text(join(self.checkpoint, "offsets", str(batch_id)))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     # -- foreachBatch -------------------------------------------------------------------------
 
     def __call__(self, df: "DataFrame", batch_id: int) -> None:
         if self._producer is None:
             self._start()
-        assert self._next_batch is not None
-        if batch_id < self._next_batch:
-            log.info("batch %d of %s is already committed in Kafka (ledger at %d): skipped", batch_id, self.topic,
-                     self._next_batch)
+        fingerprint = self.fingerprint(batch_id)
+        if self._last == (batch_id, fingerprint):
+            log.info("batch %d of %s is already committed in Kafka: skipped", batch_id, self.topic)
             self.skipped_batches.append(batch_id)
             return
-        self._write(df, batch_id)
-        self._next_batch = batch_id + 1
+        self._write(df, batch_id, fingerprint)
+        self._last = (batch_id, fingerprint)
         self.written_batches.append(batch_id)
 
-    def _write(self, df: "DataFrame", batch_id: int) -> None:
+    def _write(self, df: "DataFrame", batch_id: int, fingerprint: str) -> None:
         from confluent_kafka import KafkaException, TopicPartition
 
         producer, topic = self._producer, self.topic
@@ -224,7 +240,7 @@ class TransactionalBatchWriter:
                 raise ExactlyOnceError(f"batch {batch_id} to {topic!r}: {len(errors)}+ records failed: {errors[0]}")
             if self.before_commit is not None:
                 self.before_commit(batch_id, produced)
-            producer.send_offsets_to_transaction([TopicPartition(self.ledger, 0, batch_id + 1)],
+            producer.send_offsets_to_transaction([TopicPartition(self.ledger, 0, batch_id + 1, metadata=fingerprint)],
                                                  self._group_metadata, 120)
             producer.commit_transaction(120)
         except BaseException as e:
@@ -256,8 +272,12 @@ def delivery_for(run_delivery: str | None, transport: Any, dry_run: bool = False
 
 def transactional_stream_writer(ctx: Any, encoded: "DataFrame", topic: str, query_name: str):
     """`encoded.writeStream.foreachBatch(TransactionalBatchWriter(...))` for context.write_stream."""
+    from .storage import storage_for
+
+    checkpoint = ctx.checkpoint_location(query_name)
     writer = TransactionalBatchWriter(ctx.transport.bootstrap_servers, topic, app_id=ctx.app_id,
-                                      streamlet=ctx.name, query=query_name, kafka_options=ctx.transport.options)
+                                      streamlet=ctx.name, query=query_name, kafka_options=ctx.transport.options,
+                                      checkpoint=checkpoint, storage=storage_for(checkpoint, ctx.spark))
     ctx.batch_writers = getattr(ctx, "batch_writers", {})
     ctx.batch_writers[query_name] = writer
     return encoded.writeStream.foreachBatch(writer)

@@ -48,23 +48,33 @@ def writer(bootstrap, topic, app, **kw):
     return TransactionalBatchWriter(bootstrap, topic, app_id=app, streamlet="s", query="out", **kw)
 
 
-def test_failed_batch_is_invisible_and_replay_is_written_once(spark, kafka_broker):
+def plan(checkpoint, batch_id: int, text: str) -> None:
+    """What Spark writes before running a batch: its offset-log entry `<checkpoint>/offsets/<id>`."""
+    (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
+    (checkpoint / "offsets" / str(batch_id)).write_text(f"v1\n{text}\n")
+
+
+def test_failed_batch_is_invisible_and_replay_is_written_once(spark, kafka_broker, tmp_path):
     bootstrap = kafka_broker.bootstrap_servers
     app, topic = f"eo-{uuid.uuid4().hex[:8]}", f"eo-{uuid.uuid4().hex[:8]}.out"
     create_topics(bootstrap, [(topic, 3, {})])
+    cp = tmp_path / "checkpoint"
+    plan(cp, 0, '{"t": [0, 1000]}')
+    plan(cp, 1, '{"t": [1000, 3000]}')
 
     def crash(batch_id, produced):
         if batch_id == 1:
             raise RuntimeError("simulated crash after producing, before the commit")
 
-    first = writer(bootstrap, topic, app, before_commit=crash)
+    first = writer(bootstrap, topic, app, checkpoint=str(cp), before_commit=crash)
     first(batch(spark, 0, 1000), 0)
     with pytest.raises(RuntimeError, match="simulated crash"):
         first(batch(spark, 1000, 3000), 1)  # all 2000 records were produced, then the batch failed
     assert sorted(int(v) for _, v in committed_records(bootstrap, topic, 3)) == list(range(1000))
 
-    # The restarted driver: Spark replays batch 0 (say its commit log entry was lost) and batch 1.
-    second = writer(bootstrap, topic, app)
+    # The restarted driver: Spark replays batch 0 (killed between the Kafka commit and its commit
+    # log), then runs batch 1 again.
+    second = writer(bootstrap, topic, app, checkpoint=str(cp))
     second(batch(spark, 0, 1000), 0)
     second(batch(spark, 1000, 3000), 1)
     assert second.skipped_batches == [0] and second.written_batches == [1]
@@ -72,12 +82,19 @@ def test_failed_batch_is_invisible_and_replay_is_written_once(spark, kafka_broke
     assert sorted(int(v) for _, v in records) == list(range(3000))  # each record once
     assert all(k == v for k, v in records)
 
-    # A third start skips both batches: the ledger is in Kafka, not in the writer.
-    third = writer(bootstrap, topic, app)
-    third(batch(spark, 0, 1000), 0)
+    # A third start replaying batch 1 skips it: the ledger is in Kafka, not in the writer.
+    third = writer(bootstrap, topic, app, checkpoint=str(cp))
     third(batch(spark, 1000, 3000), 1)
-    assert third.skipped_batches == [0, 1]
+    assert third.skipped_batches == [1]
     assert len(committed_records(bootstrap, topic, 3)) == 3000
+
+    # A fresh checkpoint (state reset) plans batch 1 anew: same id, other offset-log entry: written.
+    fresh = tmp_path / "fresh"
+    plan(fresh, 1, '{"t": [3000, 3010]}')
+    fourth = writer(bootstrap, topic, app, checkpoint=str(fresh))
+    fourth(batch(spark, 3000, 3010), 1)
+    assert fourth.written_batches == [1]
+    assert sorted(int(v) for _, v in committed_records(bootstrap, topic, 3)) == list(range(3010))
 
 
 def test_records_go_to_the_partitions_of_sparks_kafka_sink(spark, kafka_broker):

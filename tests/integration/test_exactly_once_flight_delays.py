@@ -159,8 +159,6 @@ def test_failed_batch_with_partial_out_of_order_output_then_replay(spark, kafka_
             raise RuntimeError("enrichment killed before its batch committed")
         crashed = TransactionalBatchWriter(bootstrap, topics["in"], app_id=app, streamlet="enrich", query="out",
                                            before_commit=crash)
-        crashed._start()
-        crashed._next_batch = 1
         with pytest.raises(RuntimeError, match="killed"):
             crashed(encoded(spark, later_half_first), 1)
     run_stats(spark, bootstrap, app, topics, tmp_path)  # the statistics streamlet reads what is visible
