@@ -98,3 +98,41 @@ def test_sigkill_mid_run_then_resume_equals_batch_computation(tmp_path):
     expected = reference_stats([1, 2])
     assert len(first) < len(expected), "the kill came too late to test a resume"
     assert_same_windows(load_results(tmp_path / "output"), expected)
+
+
+# SIGKILL-and-rerun runs of the test below; each takes minutes (three sandbox starts on January
+# and February): the issue asks for twenty, set STREAMLETS_SIGKILL_RUNS=20 on a quiet machine.
+SIGKILL_RUNS = int(__import__("os").environ.get("STREAMLETS_SIGKILL_RUNS", "1"))
+
+
+@pytest.mark.parametrize("run", range(SIGKILL_RUNS))
+def test_two_sigkills_at_random_moments_then_rerun_equals_batch_computation(tmp_path, run):
+    """Issue 16: killed with SIGKILL at a random moment after the first windows, re-run and
+    killed again at a random moment, re-run to the end: every window equals the batch
+    computation. Exactly-once outlets (the default) keep a killed enrichment batch's partial
+    output away from the statistics' watermark. The moments come from a seed per run (printed)."""
+    import random
+
+    seed = 1600 + run
+    rng = random.Random(seed)
+    print(f"seed {seed}")
+    prepare(tmp_path / "data", [1, 2])
+    args = ("run", BLUEPRINT, "--config", str(_run_config(tmp_path)), "--state-dir", str(tmp_path / "state"))
+    for attempt in range(2):
+        proc = start_blueprint(*args, log=tmp_path / f"run-{attempt}.log")
+        try:
+            if attempt == 0:
+                wait_until(lambda: any((tmp_path / "output").rglob("batch-*.jsonl")), timeout=900,
+                           what="the first windows")
+            else:  # the restart has begun processing again: a new batch file after the restart
+                before = len(list((tmp_path / "output").rglob("batch-*.jsonl")))
+                wait_until(lambda: len(list((tmp_path / "output").rglob("batch-*.jsonl"))) > before, timeout=900,
+                           what="windows after the restart")
+            time.sleep(rng.uniform(0, 20))
+        finally:
+            sigkill(proc)
+        wait_until(lambda: not processes_mentioning(str(tmp_path / "state")), timeout=60, what="child JVMs to exit")
+
+    result = run_blueprint(*args, "--exit-when-done", timeout=1800)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert_same_windows(load_results(tmp_path / "output"), reference_stats([1, 2]))
