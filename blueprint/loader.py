@@ -114,6 +114,8 @@ def _hocon_root(path: Path, text: str) -> yaml.Node | None:
         raise BlueprintLoadError(f"malformed HOCON: {message}", path, line, column) from None
     locator = _Locator(text)
     prefix: list[str] = []
+    if not isinstance(tree, ConfigTree):  # a top-level list (`[...]`): reported like YAML's
+        return _node(tree, locator, prefix, (0, 0))
     if list(tree.keys()) == ["blueprint"] and isinstance(tree["blueprint"], ConfigTree):
         tree, prefix = tree["blueprint"], ["blueprint"]
     if not tree:
