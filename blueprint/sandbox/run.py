@@ -102,6 +102,7 @@ def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings:
         trigger_interval=trigger,
         spark_conf=settings.spark,
         on_failure=settings.on_failure,
+        delivery=settings.delivery or "exactly-once",
     )
 
 
