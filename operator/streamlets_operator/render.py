@@ -28,8 +28,8 @@ LABEL_STREAMLET = "streamlets.io/streamlet"
 ANNOTATION_HASH = "streamlets.io/spec-hash"
 MANAGER = "streamlets-operator"
 
-SPARK_RUNTIME_VERSION = "4.0.0"
-SPARK_PACKAGES = ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0", "org.apache.spark:spark-avro_2.13:4.0.0")
+SPARK_RUNTIME_VERSION = "4.1.1"
+SPARK_PACKAGES = ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.1", "org.apache.spark:spark-avro_2.13:4.1.1")
 MAIN_FILE = "local:///opt/streamlets/runner.py"
 CONFIG_DIR = "/etc/streamlets"
 CONFIG_KEY = "run.json"
