@@ -26,6 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from .errors import StreamletError
+
 if TYPE_CHECKING:
     from pyspark.sql.streaming import DataStreamWriter
 
@@ -38,7 +40,7 @@ _UNITS_MS = {"ms": 1, "millisecond": 1, "milliseconds": 1, "s": 1000, "second": 
 _DURATION = re.compile(r"^\s*([0-9]+)\s*([a-z]+)\s*$")
 
 
-class TriggerError(ValueError):
+class TriggerError(StreamletError, ValueError):
     """A trigger setting that cannot be understood (the message says what is accepted)."""
 
 
@@ -119,3 +121,92 @@ class Trigger:
 
 
 MICRO_BATCH = Trigger.micro_batch()
+
+
+# --- what Real-Time Mode cannot run (checked by the runner before a query starts) ------------
+
+class RealTimeModeError(StreamletError):
+    """A query Real-Time Mode cannot run; the message is one line naming the streamlet and why."""
+
+
+# Logical operators of Spark 4.1's Real-Time Mode allowlist (RealTimeModeAllowlist holds their
+# physical forms). Everything else is refused, with the reasons below where they are known.
+_ALLOWED = {"Project", "Filter", "Union", "CollectMetrics", "SubqueryAlias", "EventTimeWatermark", "LocalRelation",
+            "Range", "LogicalRDD", "LogicalRelation", "Generate", "Expand", "SerializeFromObject",
+            "DeserializeToObject", "MapElements", "MapPartitions", "AppendColumns", "ResolvedHint", "Join",
+            "StreamingRelationV2", "StreamingExecutionRelation", "View", "OneRowRelation"}
+_STATEFUL = {"Aggregate", "Deduplicate", "DeduplicateWithinWatermark", "FlatMapGroupsWithState",
+             "TransformWithState", "FlatMapGroupsInPandasWithState", "TransformWithStateInPySpark", "Window",
+             "Sort", "GlobalLimit", "LocalLimit", "Distinct", "Intersect", "Except", "Repartition",
+             "RepartitionByExpression"}
+
+
+def _nodes(plan) -> list:
+    out, todo = [], [plan]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        children = node.children()
+        todo.extend(children.apply(i) for i in range(children.size()))
+    return out
+
+
+def _streaming(node) -> bool:
+    return bool(node.isStreaming())
+
+
+def plan_refusals(df) -> list[str]:
+    """Why Real-Time Mode cannot run the streaming DataFrame `df` (empty: it can, as far as the
+    optimized logical plan shows): stateful operators, Python UDFs, sources other than Kafka,
+    stream-stream joins. Spark's own allowlist check (at the query's first batch) stays on."""
+    spark = df.sparkSession
+    jspark = spark._jsparkSession  # noqa: SLF001
+    plan = jspark.sessionState().optimizer().execute(df._jdf.queryExecution().analyzed())  # noqa: SLF001
+    reasons: list[str] = []
+    for node in _nodes(plan):
+        name = node.getClass().getSimpleName()
+        if "Python" in name or "Pandas" in name or "Arrow" in name:
+            reasons.append(f"a Python UDF ({name}) runs in the query; Real-Time Mode runs JVM expressions only")
+        elif name in _STATEFUL:
+            reasons.append(f"a stateful or blocking operator ({name}) runs in the query; Real-Time Mode runs stateless queries")
+        elif name == "StreamingRelationV2":
+            source = str(node.sourceName())
+            if source != "kafka":
+                reasons.append(f"the query reads a {source} source; Real-Time Mode reads Kafka only")
+        elif name == "StreamingRelation":
+            reasons.append(f"the query reads a {node.dataSource().className()} source; Real-Time Mode reads Kafka only")
+        elif name == "Join" and all(_streaming(node.children().apply(i)) for i in range(2)):
+            reasons.append("a stream-stream join runs in the query; Real-Time Mode joins a stream with static data only")
+        elif name not in _ALLOWED:
+            reasons.append(f"operator {name} is not in Real-Time Mode's allowlist")
+    return list(dict.fromkeys(reasons))
+
+
+def writer_sink(writer) -> str | None:
+    """The sink format a DataStreamWriter was given (`kafka`, `foreachBatch`, `parquet`...), read
+    from the JVM writer; None if it cannot be told."""
+    try:
+        jw = writer._jwrite  # noqa: SLF001
+        field = jw.getClass().getDeclaredField("source")
+        field.setAccessible(True)
+        return str(field.get(jw))
+    except Exception:  # another Spark's writer: leave it to Spark's own check
+        return None
+
+
+def sink_refusal(sink: str | None) -> str | None:
+    if sink is None or sink in ("kafka", "foreach"):
+        return None
+    if sink == "foreachBatch":
+        return "the query writes through foreachBatch; Real-Time Mode writes to Kafka or a foreach sink only"
+    return f"the query writes to a {sink} sink; Real-Time Mode writes to Kafka or a foreach sink only"
+
+
+def cores_refusal(partitions: int, cores: int, taken: int = 0) -> str | None:
+    """Real-Time Mode runs one long-lived task per source partition: they must all fit in the
+    cores (`taken`: cores other real-time queries of the application already hold)."""
+    if partitions + taken > cores:
+        held = f" ({taken} held by other real-time queries)" if taken else ""
+        return (f"its inlets have {partitions} Kafka partitions but only {cores - taken} of {cores} cores are free{held}; "
+                "Real-Time Mode needs a core per partition (more executor cores or local[N])")
+    return None

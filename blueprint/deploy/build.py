@@ -6,6 +6,7 @@ that order already (files first, overrides last): for each key the last entry wi
 
     streamlets.<n>.config-parameters.<k>      -> streamlets[n].configParameters[k] (text)
     streamlets.<n>.volume-mounts.<m>          -> streamlets[n].volumeMounts[m] (a claim name)
+    streamlets.<n>.trigger                    -> streamlets[n].trigger (streamlets.trigger text form)
     runtimes.spark.config.<k>, then
     streamlets.<n>.spark.<k>                  -> streamlets[n].sparkConf[k]
     runtimes.spark.kubernetes.<...>, then
@@ -30,6 +31,7 @@ from ..model import Blueprint
 from ..problems import Problem, make_problem, report_order
 from ..topics import dead_letter_topic, topic_bindings
 from ..verify import Resolved, check
+from streamlets.trigger import Trigger
 
 DEFAULT_EXECUTORS = 1
 POD_FIELDS = {"cores": "cores", "core-limit": "coreLimit", "memory": "memory", "memory-overhead": "memoryOverhead"}
@@ -104,6 +106,7 @@ class _Settings:
         self.topics: dict[str, dict[str, Any]] = {}
         self.topic_config: dict[str, dict[str, Any]] = {}
         self.bootstrap_servers: str | None = None
+        self.triggers: dict[str, str] = {}  # streamlets.<n>.trigger, checked by check_config
         for e in entries:
             self._add(e)
 
@@ -117,6 +120,8 @@ class _Settings:
                 self.mounts.setdefault(name, {})[rest] = e
             elif section == "spark":
                 self.spark.setdefault(name, {})[rest] = e.value
+            elif section == "trigger":
+                self.triggers[name] = Trigger.parse(str(e.value)).text()
             else:
                 self.kube.setdefault(name, {})[(parts[3], ".".join(parts[4:]))] = e.value
         elif head == "runtimes":
@@ -171,6 +176,7 @@ def _streamlet(bp: Blueprint, r: Resolved, name: str, s: _Settings) -> dict[str,
         "volumeMounts": {m: e.value for m, e in s.mounts.get(name, {}).items()},
         "portTopics": port_topics,
         "writerSchemas": {inlet: schema_text(schema) for inlet, schema in writers.items()},
+        "trigger": s.triggers.get(name),
         "labels": {k: _text(v) for (kind, k), v in kube.items() if kind == "labels"},
         "annotations": {k: _text(v) for (kind, k), v in kube.items() if kind == "annotations"},
     }
@@ -186,6 +192,8 @@ def _descriptor(descriptor) -> dict[str, Any]:
     data = descriptor.model_dump(mode="json", by_alias=True)
     for port in (*data.get("inlets", []), *data.get("outlets", [])):
         port["schema"] = schema_text(port["schema"])
+    if data.get("trigger") is None:
+        data.pop("trigger", None)
     for param in data.get("config_parameters", []):
         for key in ("default", "pattern"):
             if param.get(key) is None:

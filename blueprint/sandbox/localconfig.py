@@ -32,6 +32,7 @@ class StreamletSettings:
     config_parameters: dict[str, Any] = field(default_factory=dict)
     volume_mounts: dict[str, str] = field(default_factory=dict)
     spark: dict[str, str] = field(default_factory=dict)
+    trigger: str | None = None  # streamlets.<name>.trigger (streamlets.trigger text form)
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -101,6 +102,14 @@ def load_settings(
     for where, base, pairs in sources:
         for key, value in pairs:
             parts = key.split(".", 3)
+            if len(parts) == 3 and parts[0] == "streamlets" and parts[2] == "trigger" and parts[1] in names:
+                from streamlets.trigger import Trigger, TriggerError
+
+                try:
+                    settings[parts[1]].trigger = Trigger.parse(str(value)).text()
+                except TriggerError as e:
+                    raise LocalConfigError(f"{where}: {key!r}: {e}") from None
+                continue
             if len(parts) < 4 or parts[0] != "streamlets":
                 raise LocalConfigError(f"{where}: {key!r} is not of the form streamlets.<name>.<section>.<key>")
             _, name, section, item = parts

@@ -95,6 +95,7 @@ def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings:
         state_dump_root=str(state_dir / "dumps"),
         dead_letter_topic=dead_letter_topic(bp),
         trigger_interval=trigger,
+        trigger=settings.trigger,
         spark_conf=settings.spark,
     )
 

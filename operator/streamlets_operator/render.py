@@ -181,6 +181,7 @@ def run_config(spec: dict[str, Any], streamlet: dict[str, Any]) -> dict[str, Any
         savepoint_max_count=savepoints.get("maxCount"),
         savepoint_max_age_seconds=savepoints.get("maxAgeSeconds"),
         restore_from=streamlet.get("restoreFrom"),
+        trigger=streamlet.get("trigger"),
         state_partitions=streamlet.get("statePartitions"),
         reset_state_token=stateless_token(spec, streamlet) if spec.get("upgradeMode") == "stateless" else None,
     )

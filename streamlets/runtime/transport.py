@@ -54,6 +54,20 @@ class KafkaTransport:
             .load()
         )
 
+    def partitions(self, topic: str, timeout: float = 10.0) -> int:
+        """Number of partitions of `topic` (0 if it does not exist), from the broker's metadata."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        conf = {"bootstrap.servers": self.bootstrap_servers}
+        conf.update({k[len("kafka."):]: v for k, v in self.options.items() if k.startswith("kafka.")})
+        try:
+            meta = AdminClient(conf).list_topics(topic, timeout=timeout)
+        except (KafkaException, ValueError, TypeError):  # Java-only client settings librdkafka does not know
+            return 0
+        found = meta.topics.get(topic)
+        return 0 if found is None or found.error is not None else len(found.partitions)
+
     def write_stream(self, df: "DataFrame", topic: str) -> "DataStreamWriter":
         writer = df.writeStream.format("kafka").option("kafka.bootstrap.servers", self.bootstrap_servers).option("topic", topic)
         for k, v in self.options.items():
