@@ -9,6 +9,7 @@ The scopes are Cloudflow's, without its `cloudflow.` prefix:
     streamlets.<name>.kubernetes.driver|executor.cores|core-limit|memory|memory-overhead = value
     streamlets.<name>.kubernetes.executor.instances = n  executors (the streamlet's scale)
     streamlets.<name>.kubernetes.labels|annotations.<k> = text
+    streamlets.<name>.trigger = "real-time 5 seconds"    micro-batch | processing-time <d> | real-time [<d>]
     runtimes.spark.config.<spark.* key> = value          every Spark streamlet
     runtimes.spark.kubernetes.<as above>                 every Spark streamlet
     topics.<id>.partitions|replication-factor = n        a topic of the blueprint
@@ -101,6 +102,7 @@ def check_config(r: Resolved, entries: list[Entry]) -> list[Problem]:
     """Every problem of the settings against the blueprint's streamlets, topics and declarations,
     plus config parameters that have neither a default nor a value."""
     problems = [p for e in entries for p in _check_entry(r, e)]
+    problems += check_real_time(r, entries)
     given = {(e.parts[1], ".".join(e.parts[3:])) for e in entries
              if len(e.parts) > 3 and e.parts[0] == "streamlets" and e.parts[2] == "config-parameters"}
     for name, cls in r.classes.items():
@@ -169,7 +171,61 @@ def _check_entry(r: Resolved, e: Entry) -> list[Problem]:
     return []
 
 
+def check_real_time(r: Resolved, entries: list[Entry]) -> list[Problem]:
+    """What Real-Time Mode cannot run, as far as declarations and config tell: a streamlet asking
+    for it (streamlets.<name>.trigger, else its class's `trigger`) without a Kafka inlet, or whose
+    inlets' topics have more partitions than its executors have cores (executor.instances x
+    executor.cores, default 1 x 1: Real-Time Mode holds a core per partition)."""
+    from streamlets.trigger import Trigger, TriggerError
+
+    last: dict[tuple[str, ...], Entry] = {}
+    for e in entries:
+        last[e.parts] = e
+    problems = []
+    for name, cls in r.classes.items():
+        ref = r.blueprint.streamlets[name]
+        given = last.get(("streamlets", name, "trigger"))
+        try:
+            trigger = Trigger.parse(str(given.value)) if given is not None else cls.trigger
+        except TriggerError:
+            continue  # reported as invalid-config-value
+        if trigger is None or not trigger.real_time_mode:
+            continue
+        where = (given.source, given.line, given.column) if given is not None else (str(r.blueprint.path), ref.line, ref.column)
+        inlets = [p.name for p in cls.shape().inlets]
+        if not inlets:
+            problems.append(make_problem("real-time-unsupported", f"streamlet {name!r} cannot run in real-time mode: "
+                                         "it has no inlet, and Real-Time Mode reads from Kafka only", *where))
+            continue
+        partitions = 0
+        for topic in r.blueprint.topics.values():
+            if any(c.path and c.path.streamlet == name for c in topic.consumers):
+                size = last.get(("topics", topic.id, "partitions"))
+                partitions += int(str(size.value).strip()) if size is not None and str(size.value).strip().isdigit() \
+                    else topic.partitions
+        def setting(*parts: str, default: float) -> float:
+            e = last.get(("streamlets", name, "kubernetes", *parts)) or last.get(("runtimes", "spark", "kubernetes", *parts))
+            m = _QUANTITY.match(str(e.value).strip()) if e is not None else None
+            return default if not m else float(m.group(1)) / (1000 if m.group(3) else 1)
+        cores = int(setting("executor", "instances", default=1) * max(1, int(setting("executor", "cores", default=1))))
+        if partitions > cores:
+            problems.append(make_problem(
+                "real-time-too-few-cores", f"streamlet {name!r} cannot run in real-time mode: its inlets' topics have "
+                f"{partitions} partitions but its executors {cores} core(s); Real-Time Mode needs a core per partition",
+                *where, hint=f"set streamlets.{name}.kubernetes.executor.instances or executor.cores so that "
+                             f"instances x cores >= {partitions}"))
+    return problems
+
+
 def _check_streamlet_entry(r: Resolved, e: Entry, problem) -> list[Problem]:
+    if len(e.parts) == 3 and e.parts[2] == "trigger" and e.parts[1] in r.blueprint.streamlets:
+        from streamlets.trigger import Trigger, TriggerError
+
+        try:
+            Trigger.parse(str(e.value))
+        except TriggerError as err:
+            return problem("invalid-config-value", str(err))
+        return []
     if len(e.parts) < 4:
         return problem("unknown-config-key", "streamlet settings are streamlets.<name>.<section>.<key> with section "
                                              f"one of {', '.join(STREAMLET_SECTIONS)}")

@@ -190,6 +190,12 @@ CASES: dict[str, tuple] = {
                              "'forever' is not a duration"),
     "missing-config-value": (SOUND.replace("K.Sink", "K.Tuned"), None, {}, "streamlets.sink.spark { spark.x = 1 }\n",
                              (3, 3), "config parameter 'limit' (int32) has no default and no value"),
+    "invalid-trigger": (ONLY_X, 'trigger = "real-time soon"\n' + 'a = AvroInlet("in", {"type": "record", "name": "R", "fields": []})',
+                        {}, None, (2, 3), "'soon' is not a duration"),
+    "real-time-unsupported": (SOUND, None, {}, "streamlets.src.trigger = real-time\n", (1, 16),
+                              "streamlet 'src' cannot run in real-time mode: it has no inlet"),
+    "real-time-too-few-cores": (SOUND, None, {}, "streamlets.sink.trigger = \"real-time 2 seconds\"\ntopics.t.partitions = 3\n",
+                                (1, 17), "its inlets' topics have 3 partitions but its executors 1 core(s)"),
 }
 NOT_IN_TABLE = {"unreadable-file", "unreadable-config"}  # exit status 2: tested in test_cli_verify.py
 
