@@ -126,7 +126,10 @@ def _quix(bootstrap: str, in_topic: str, out_topic: str) -> None:
         fastavro.schemaless_writer(buf, writer, rec)
         return buf.getvalue()
 
+    import tempfile
+
     app = Application(broker_address=bootstrap, consumer_group=f"quix-{uuid.uuid4().hex[:8]}",
+                      state_dir=tempfile.mkdtemp(prefix="bench-quix-"),
                       auto_offset_reset="earliest", producer_extra_config={"linger.ms": 0},
                       consumer_extra_config={"fetch.wait.max.ms": 1})
     src = app.topic(in_topic, value_deserializer="bytes", key_deserializer="bytes")
