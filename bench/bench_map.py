@@ -658,6 +658,32 @@ def run_once(job: Job, bootstrap: str, in_topic: str, out_topic: str, partitions
             "spark_ms": spark_ms}
 
 
+def run_quix(bootstrap: str, in_topic: str, out_topic: str, partitions: int, n: int, timeout: float = 1800) -> dict[str, Any]:
+    """Quix Streams (bench_latency._quix: fastavro decode, the map, encode; one Python process) on
+    the whole input topic: seconds from the process's start until the output topic holds n
+    records (checked like the Spark jobs'). Benchmark-only dependency: pip install -e .[bench]."""
+    import multiprocessing as mp
+
+    from blueprint.sandbox.kafka_broker import create_topics, end_offsets
+    from bench_latency import _quix
+
+    create_topics(bootstrap, [(out_topic, partitions, {})])
+    proc = mp.get_context("spawn").Process(target=_quix, args=(bootstrap, in_topic, out_topic))
+    t0 = time.perf_counter()
+    proc.start()
+    try:
+        while sum(end_offsets(bootstrap, out_topic).values()) < n:
+            if time.perf_counter() - t0 > timeout or not proc.is_alive():
+                raise RuntimeError(f"quix: {sum(end_offsets(bootstrap, out_topic).values())} of {n} records written")
+            time.sleep(0.1)
+        seconds = time.perf_counter() - t0
+    finally:
+        proc.terminate()
+        proc.join(30)
+    checked = check_output(bootstrap, out_topic, n)
+    return {"seconds": seconds, "rps": n / seconds, "checked": checked}
+
+
 def delete_topics(bootstrap: str, topics: list[str]) -> None:
     from confluent_kafka.admin import AdminClient
 
@@ -699,6 +725,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--variants", type=parse_variants, default=list(DEFAULT_VARIANTS),
                         help=f"comma-separated jobs to time, or 'all' ({', '.join(JOBS)}); "
                              "baseline and streamlet are always included")
+    parser.add_argument("--quix", action="store_true", help="also time Quix Streams on the same topic once per round "
+                        "(the Python peer; needs pip install -e .[bench]); prints streamlet / quix")
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     parser.add_argument("--java-options", default=None, metavar="OPTS",
                         help="extra JVM options of the Spark driver (one JVM runs every job, so they apply to all "
@@ -781,6 +809,13 @@ def main(argv: list[str] | None = None) -> int:
                       f"cpu {r['cpu_seconds']:6.2f} s  (batches {r['spark_ms']['batches']}, checked {r['checked']})",
                       flush=True)
                 delete_topics(bootstrap, [out])
+            if args.quix:
+                out = f"bench.out.quix.{rnd}"
+                r = run_quix(bootstrap, in_topic, out, args.partitions, args.records)
+                row["quix"] = r
+                print(f"  round {rnd + 1} {'quix':<11} {r['seconds']:7.2f} s {r['rps']:>12,.0f} records/s  "
+                      f"(checked {r['checked']})", flush=True)
+                delete_topics(bootstrap, [out])
             rounds.append(row)
         load_after = os.getloadavg()
 
@@ -807,6 +842,9 @@ def main(argv: list[str] | None = None) -> int:
             "median": medians,
             "best": best,
             "ratio": ratio,
+            "quix": ({"median_rps": _median([r["quix"]["rps"] for r in rounds]),
+                      "streamlet_over_quix": medians["streamlet"]["rps"] / _median([r["quix"]["rps"] for r in rounds]),
+                      "goal": 5.0} if args.quix else None),
             "ratio_per_round": per_round,
             "ratio_best": best["streamlet"]["rps"] / best["baseline"]["rps"],
             "ratio_paired_median": _median(per_round),
@@ -815,6 +853,9 @@ def main(argv: list[str] | None = None) -> int:
             "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
         print_table(result, variants)
+        if result["quix"]:
+            print(f"Quix Streams: {result['quix']['median_rps']:,.0f} records/s (median); streamlet / quix = "
+                  f"{result['quix']['streamlet_over_quix']:.1f} (goal >= 5)")
         out_path = Path(args.output)
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_text(json.dumps(result, indent=2) + "\n")

@@ -12,6 +12,7 @@ The scopes are Cloudflow's, without its `cloudflow.` prefix:
     streamlets.<name>.kubernetes.executor.instances = n  executors (the streamlet's scale)
     streamlets.<name>.kubernetes.labels|annotations.<k> = text
     streamlets.<name>.delivery = exactly-once|at-least-once  its Kafka outlets (default exactly-once)
+    streamlets.<name>.trigger = "real-time 5 seconds"    micro-batch | processing-time <d> | real-time [<d>]
     runtimes.spark.config.<spark.* key> = value          every Spark streamlet
     runtimes.spark.kubernetes.<as above>                 every Spark streamlet
     topics.<id>.partitions|replication-factor = n        a topic of the blueprint
@@ -38,7 +39,7 @@ from .loader import HOCON_SUFFIXES, BlueprintLoadError, _hocon_root, _yaml_root
 from .problems import Problem, make_problem
 from .scopes import (CONFIG_PARAMETERS, DELIVERY, KUBERNETES, STREAMLET_SETTINGS, POD_KEYS, POD_METADATA, POD_ROLES, RUNTIME_SECTIONS,
                      RUNTIMES, SPARK, STREAMLET_SECTIONS, STREAMLETS, TOP_LEVEL, TOPIC_SETTINGS, TOPICS, VOLUME_MOUNTS,
-                     parse_scope)
+                     parse_scope, setting_value)
 from .verify import Resolved
 from .errors import BlueprintError
 
@@ -107,6 +108,7 @@ def check_config(r: Resolved, entries: list[Entry]) -> list[Problem]:
     problems = [p for e in entries for p in _check_entry(r, e)]
     scopes = [parse_scope(e.parts) for e in entries]
     given = {(s.owner, s.item) for s in scopes if s.is_streamlet(CONFIG_PARAMETERS)}
+    problems += check_real_time(r, entries)
     for name, cls in r.classes.items():
         for param in cls.config_parameters():
             if param.default is None and (name, param.key) not in given:
@@ -190,6 +192,61 @@ def _check_entry(r: Resolved, e: Entry) -> list[Problem]:
     return []
 
 
+def check_real_time(r: Resolved, entries: list[Entry]) -> list[Problem]:
+    """What Real-Time Mode cannot run, as far as declarations and config tell: a streamlet asking
+    for it (streamlets.<name>.trigger, else its class's `trigger`) without a Kafka inlet, or whose
+    inlets' topics have more partitions than its executors have cores (executor.instances x
+    executor.cores, default 1 x 1: Real-Time Mode holds a core per partition)."""
+    from streamlets.trigger import Trigger, TriggerError
+
+    last: dict[tuple[str, ...], Entry] = {}
+    for e in entries:
+        last[e.parts] = e
+    problems = []
+    for name, cls in r.classes.items():
+        ref = r.blueprint.streamlets[name]
+        given = last.get(("streamlets", name, "trigger"))
+        try:
+            trigger = Trigger.parse(str(given.value)) if given is not None else cls.trigger
+        except TriggerError:
+            continue  # reported as invalid-config-value
+        if trigger is None or not trigger.real_time_mode:
+            continue
+        where = (given.source, given.line, given.column) if given is not None else (str(r.blueprint.path), ref.line, ref.column)
+        edges = _edges_from(r, name)
+        if edges:  # Real-Time Mode cannot use foreachBatch: Spark's Kafka sink, at-least-once (runtime.exactly_once)
+            problems.append(make_problem("at-least-once-edge", _at_least_once(edges, "Real-Time Mode's Kafka sink"), *where,
+                                         hint="run it with a micro-batch trigger where downstream has a watermark"))
+        inlets = [p.name for p in cls.shape().inlets]
+        if not inlets:
+            problems.append(make_problem("real-time-unsupported", f"streamlet {name!r} cannot run in real-time mode: "
+                                         "it has no inlet, and Real-Time Mode reads from Kafka only", *where))
+            continue
+        partitions = 0
+        for topic in r.blueprint.topics.values():
+            if any(c.path and c.path.streamlet == name for c in topic.consumers):
+                size = last.get(("topics", topic.id, "partitions"))
+                partitions += int(str(size.value).strip()) if size is not None and str(size.value).strip().isdigit() \
+                    else topic.partitions
+        cores = int(_pod_quantity(last, name, "executor", "instances", default=1)
+                    * max(1, int(_pod_quantity(last, name, "executor", "cores", default=1))))
+        if partitions > cores:
+            problems.append(make_problem(
+                "real-time-too-few-cores", f"streamlet {name!r} cannot run in real-time mode: its inlets' topics have "
+                f"{partitions} partitions but its executors {cores} core(s); Real-Time Mode needs a core per partition",
+                *where, hint=f"set streamlets.{name}.kubernetes.executor.instances or executor.cores so that "
+                             f"instances x cores >= {partitions}"))
+    return problems
+
+
+def _pod_quantity(last: dict[tuple[str, ...], Entry], name: str, *parts: str, default: float) -> float:
+    """A pod setting of streamlet `name` (streamlets.<name>.kubernetes.<parts>, else
+    runtimes.spark.kubernetes.<parts>) as a number (CPU quantities: 1200m = 1.2), else `default`."""
+    e = last.get(("streamlets", name, "kubernetes", *parts)) or last.get(("runtimes", "spark", "kubernetes", *parts))
+    m = _QUANTITY.match(str(e.value).strip()) if e is not None else None
+    return default if not m else float(m.group(1)) / (1000 if m.group(3) else 1)
+
+
 def _check_streamlet_entry(r: Resolved, e: Entry, problem) -> list[Problem]:
     scope = parse_scope(e.parts)
     if scope.is_streamlet_setting():  # streamlets.<name>.on-failure | delivery (blueprint.scopes)
@@ -197,16 +254,14 @@ def _check_streamlet_entry(r: Resolved, e: Entry, problem) -> list[Problem]:
         if name not in r.blueprint.streamlets:
             return problem("unknown-config-key", f"the blueprint has no streamlet {name!r}",
                            f"streamlets: {', '.join(sorted(r.blueprint.streamlets))}")
-        modes = STREAMLET_SETTINGS[setting]
-        if e.value not in modes:
-            article = "an" if setting[0] in "aeiou" else "a"
-            return problem("invalid-config-value", f"{e.value!r} is not {article} {setting} mode", f"use one of {', '.join(modes)}")
-        edges = _edges_from(r, name) if (setting, e.value) == (DELIVERY, "at-least-once") else []
+        try:
+            value = setting_value(setting, e.value)
+        except ValueError as err:
+            return problem("invalid-config-value", str(err), f"use one of {', '.join(STREAMLET_SETTINGS[setting])}")
+        edges = _edges_from(r, name) if (setting, value) == (DELIVERY, "at-least-once") else []
         if edges:
-            return problem(
-                "at-least-once-edge", f"at-least-once edge(s) {'; '.join(edges)}: a failed micro-batch's partial "
-                "output is visible downstream, out of event-time order (a downstream watermark may drop its replay)",
-                "leave delivery unset (exactly-once) unless downstream deduplicates and has no watermark")
+            return problem("at-least-once-edge", _at_least_once(edges, "delivery at-least-once"),
+                           "leave delivery unset (exactly-once) unless downstream deduplicates and has no watermark")
         return []
     if not scope.complete:
         return problem("unknown-config-key", "streamlet settings are streamlets.<name>.<section>.<key> with section "
@@ -242,6 +297,11 @@ def _check_streamlet_entry(r: Resolved, e: Entry, problem) -> list[Problem]:
     except ConfigError as err:
         return problem("invalid-config-value", str(err))
     return []
+
+
+def _at_least_once(edges: list[str], why: str) -> str:
+    return (f"at-least-once edge(s) {'; '.join(edges)} ({why}): a failed micro-batch's partial output is visible "
+            "downstream, out of event-time order (a downstream watermark may drop its replay)")
 
 
 def _edges_from(r: Resolved, name: str) -> list[str]:

@@ -73,6 +73,8 @@ CODES: dict[str, Code] = {
     "invalid-volume-path": Code("error", "streamlets", "a volume mount path that is empty, relative or contains '..'"),
     "duplicate-volume-path": Code("error", "streamlets", "two volume mounts at one path"),
     "invalid-access-mode": Code("error", "streamlets", "a volume mount access mode Kubernetes does not have"),
+    "invalid-trigger": Code("error", "streamlets", "a class's `trigger` that is not a streamlets.trigger.Trigger or its text form",
+                            "use Trigger.micro_batch(), Trigger.processing_time('1 second') or Trigger.real_time('5 seconds')"),
     # ports
     "invalid-port-name": Code("error", "ports", "a port name that is not a DNS label"),
     "duplicate-port-name": Code("error", "ports", "two ports of one streamlet with one name"),
@@ -115,8 +117,12 @@ CODES: dict[str, Code] = {
     "unknown-config-key": Code("error", "config", "a config key outside the known scopes, or naming an unknown streamlet, topic, parameter or mount"),
     "invalid-config-value": Code("error", "config", "a value of the wrong type or failing its parameter's validation"),
     "missing-config-value": Code("error", "config", "a config parameter without default and without a value"),
-    "at-least-once-edge": Code("warning", "config", "a streamlet set to delivery at-least-once: names each edge "
+    "at-least-once-edge": Code("warning", "config", "a streamlet set to delivery at-least-once, or in Real-Time Mode: names each edge "
                                "from its outlets, where a failed micro-batch's partial output is visible downstream"),
+    "real-time-unsupported": Code("error", "config", "a streamlet in real-time mode that Real-Time Mode cannot run "
+                                  "(no Kafka inlet)", "run it with trigger micro-batch"),
+    "real-time-too-few-cores": Code("error", "config", "a streamlet in real-time mode whose inlets have more Kafka "
+                                    "partitions than its executors have cores"),
 }
 
 

@@ -7,6 +7,7 @@ streamlets configure`; each decides what it accepts, this module only says what 
     streamlets.<name>.volume-mounts.<mount>        a declared mount
     streamlets.<name>.spark.<spark.* key>          Spark settings of that streamlet
     streamlets.<name>.kubernetes.<role>.<key>      pod settings (role driver|executor, or labels|annotations)
+    streamlets.<name>.on-failure|delivery|trigger  a single setting of that streamlet (STREAMLET_SETTINGS)
     runtimes.spark.config.<spark.* key>            every Spark streamlet
     runtimes.spark.kubernetes.<role>.<key>         every Spark streamlet
     topics.<id>.partitions|replication-factor      a topic of the blueprint
@@ -31,9 +32,13 @@ STREAMLET_SECTIONS = (CONFIG_PARAMETERS, VOLUME_MOUNTS, SPARK, KUBERNETES)
 # from the runtime module that acts on each.
 ON_FAILURE = "on-failure"  # streamlets.runtime.quarantine: stop (default) or quarantine
 DELIVERY = "delivery"  # streamlets.runtime.exactly_once: exactly-once (default) or at-least-once
+TRIGGER = "trigger"  # streamlets.trigger: its text form
 ON_FAILURE_MODES = _quarantine.ON_FAILURE
 DELIVERY_MODES = _exactly_once.DELIVERY_MODES
-STREAMLET_SETTINGS: dict[str, tuple[str, ...]] = {ON_FAILURE: ON_FAILURE_MODES, DELIVERY: DELIVERY_MODES}
+TRIGGER_FORMS = ("micro-batch", "processing-time <duration>", "real-time [<duration>]")
+# setting -> what it accepts (the values of a choice; the forms of a trigger)
+STREAMLET_SETTINGS: dict[str, tuple[str, ...]] = {ON_FAILURE: ON_FAILURE_MODES, DELIVERY: DELIVERY_MODES,
+                                                  TRIGGER: TRIGGER_FORMS}
 RUNTIME_SECTIONS = ("config", KUBERNETES)  # of runtimes.spark: Spark settings, pod settings
 TOPIC_SETTINGS = ("partitions", "replication-factor")  # and config.<key>
 POD_ROLES = ("driver", "executor")
@@ -67,7 +72,7 @@ class Scope:
         return self.top == STREAMLETS and self.complete and (not sections or self.section in sections)
 
     def is_streamlet_setting(self) -> bool:
-        """A streamlets.<name>.<setting> key of STREAMLET_SETTINGS (on-failure, delivery)."""
+        """A streamlets.<name>.<setting> key of STREAMLET_SETTINGS (on-failure, delivery, trigger)."""
         return self.top == STREAMLETS and self.owner is not None and self.section in STREAMLET_SETTINGS and not self.rest
 
     def is_runtime(self, section: str) -> bool:
@@ -86,6 +91,24 @@ def parse_scope(parts: tuple[str, ...] | list[str]) -> Scope:
     if top == KAFKA:
         return Scope(top, None, parts[1] if len(parts) > 1 else None, parts[2:])
     return Scope(top, parts[1] if len(parts) > 1 else None, parts[2] if len(parts) > 2 else None, parts[3:])
+
+
+def setting_value(setting: str, value: Any) -> str:
+    """The value of `streamlets.<name>.<setting>` (a STREAMLET_SETTINGS key) as run configs and the
+    application resource carry it: a trigger in its normal text form (streamlets.trigger), a
+    choice as given. Raises ValueError saying what is accepted."""
+    if setting == TRIGGER:
+        from streamlets.trigger import Trigger, TriggerError
+
+        try:
+            return Trigger.parse(str(value)).text()
+        except TriggerError as e:
+            raise ValueError(str(e)) from None
+    modes = STREAMLET_SETTINGS[setting]
+    if value not in modes:
+        article = "an" if setting[0] in "aeiou" else "a"
+        raise ValueError(f"{value!r} is not {article} {setting} mode (one of {', '.join(modes)})")
+    return str(value)
 
 
 def scope_of(key: str) -> Scope:

@@ -1,4 +1,4 @@
-# Base image of Streamlets on Spark applications: Spark 4.0.0 (Java 17), Python 3.11, the
+# Base image of Streamlets on Spark applications: Spark 4.1.1 (Java 17), Python 3.11, the
 # streamlets package, and the runner. The Spark Operator starts driver and executors through
 # Spark's /opt/entrypoint.sh (copied from the official Spark image); the driver runs
 # /opt/streamlets/runner.py, which is `python -m streamlets.runner --config <run config JSON>`.
@@ -9,7 +9,7 @@
 #   FROM streamlets-spark:0.1.0
 #   COPY flight_delays/ /opt/app/flight_delays/
 # (/opt/app is on PYTHONPATH), then `blueprint build blueprint.yaml --image <that image>`.
-ARG SPARK_IMAGE=apache/spark:4.0.0-scala2.13-java17-python3-ubuntu
+ARG SPARK_IMAGE=apache/spark:4.1.1-scala2.13-java17-python3-ubuntu
 FROM ${SPARK_IMAGE} AS spark
 
 # The official Spark image has Python 3.10; the package needs 3.11.
@@ -38,7 +38,7 @@ COPY streamlets/ streamlets/
 COPY blueprint/ blueprint/
 # The driver's main file; tests/k8s/test_operator.py runs this same file with spark-submit.
 COPY docker/runner.py /opt/streamlets/runner.py
-# pyspark from PyPI is the same 4.0.0 as /opt/spark: the driver's Python and the JVM agree.
+# pyspark from PyPI is the same 4.1.1 as /opt/spark: the driver's Python and the JVM agree.
 RUN pip install . \
  && mkdir -p /opt/app \
  && python -c "import streamlets.runtime.runner"

@@ -57,6 +57,7 @@ class StreamletDescriptor(BaseModel):
     outlets: list[OutletDescriptor] = []
     config_parameters: list[ParameterDescriptor] = []
     volume_mounts: list[VolumeMountDescriptor] = []
+    trigger: str | None = None  # text form of streamlets.trigger.Trigger; None: micro-batch
 
     def inlet(self, name: str) -> InletDescriptor | None:
         return next((p for p in self.inlets if p.name == name), None)

@@ -18,6 +18,7 @@ from .names import is_config_key, is_dns_label
 from .params import ConfigParameter
 from .ports import ERROR_HANDLING, AvroInlet, AvroOutlet, Port
 from .schema import SchemaError
+from .trigger import Trigger, TriggerError
 from .volumes import ACCESS_MODES, VolumeMount
 
 if TYPE_CHECKING:
@@ -77,6 +78,9 @@ class Streamlet:
     # records that make the logic fail go to the dead-letter topic and are skipped). The deploy
     # config's streamlets.<name>.on-failure wins.
     on_failure: ClassVar[str] = "stop"
+    # How the streamlet's queries are triggered (streamlets.trigger.Trigger); the deploy config's
+    # streamlets.<name>.trigger overrides it. Trigger.real_time("5 seconds") asks for Real-Time Mode.
+    trigger: ClassVar["Trigger | None"] = None
     __shape__: ClassVar[StreamletShape]
     __parameters__: ClassVar[tuple[ConfigParameter, ...]]
     __volume_mounts__: ClassVar[tuple[VolumeMount, ...]]
@@ -138,6 +142,7 @@ class Streamlet:
                 VolumeMountDescriptor(name=m.name, path=m.path, access_mode=m.access_mode)
                 for m in cls.volume_mounts()
             ],
+            trigger=cls.trigger.text() if isinstance(cls.trigger, Trigger) else None,
         )
 
     # --- logic ----------------------------------------------------------------------------
@@ -230,6 +235,12 @@ def _check_class(cls: type[Streamlet]) -> list[DefinitionProblem]:
         names.add(m.name)
         paths.add(m.path)
     cls.__volume_mounts__ = tuple(mounts)
+    declared = vars(cls).get("trigger")
+    if declared is not None and not isinstance(declared, Trigger):
+        try:
+            cls.trigger = Trigger.parse(declared)
+        except TriggerError as e:
+            add("invalid-trigger", f"trigger: {e}")
     return problems
 
 

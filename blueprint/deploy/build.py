@@ -7,6 +7,8 @@ that order already (files first, overrides last): for each key the last entry wi
     streamlets.<n>.config-parameters.<k>      -> streamlets[n].configParameters[k] (text)
     streamlets.<n>.volume-mounts.<m>          -> streamlets[n].volumeMounts[m] (a claim name)
     streamlets.<n>.on-failure                 -> streamlets[n].onFailure (stop | quarantine)
+    streamlets.<n>.delivery                   -> streamlets[n].delivery (exactly-once | at-least-once)
+    streamlets.<n>.trigger                    -> streamlets[n].trigger (streamlets.trigger text form)
     runtimes.spark.config.<k>, then
     streamlets.<n>.spark.<k>                  -> streamlets[n].sparkConf[k]
     runtimes.spark.kubernetes.<...>, then
@@ -32,7 +34,8 @@ from ..configcheck import Entry, check_config
 from .crd import API_VERSION, KIND
 from ..model import Blueprint
 from ..problems import Problem, make_problem, report_order
-from ..scopes import CONFIG_PARAMETERS, DELIVERY, KAFKA, ON_FAILURE, RUNTIMES, SPARK, STREAMLETS, TOPICS, VOLUME_MOUNTS, parse_scope
+from ..scopes import (CONFIG_PARAMETERS, DELIVERY, KAFKA, ON_FAILURE, RUNTIMES, SPARK, STREAMLETS, TOPICS, TRIGGER, VOLUME_MOUNTS,
+                      parse_scope, setting_value)
 from ..topics import dead_letter_topic, topic_bindings
 from ..verify import Resolved, check
 from ..errors import BlueprintError
@@ -159,13 +162,12 @@ class _Settings:
     def __init__(self, entries: list[Entry]) -> None:
         self.params: dict[str, dict[str, Any]] = {}
         self.mounts: dict[str, dict[str, Entry]] = {}
-        self.on_failure: dict[str, str] = {}
         self.spark: dict[str | None, dict[str, Any]] = {}  # None: runtimes.spark.config
         self.kube: dict[str | None, dict[tuple[str, str], Any]] = {}  # None: runtimes.spark.kubernetes
         self.topics: dict[str, dict[str, Any]] = {}
         self.topic_config: dict[str, dict[str, Any]] = {}
         self.bootstrap_servers: str | None = None
-        self.delivery: dict[str, str] = {}  # streamlets.<name>.delivery
+        self.settings: dict[str, dict[str, str]] = {}  # streamlets.<name>.<setting> (blueprint.scopes.STREAMLET_SETTINGS)
         for e in entries:
             self._add(e)
 
@@ -174,10 +176,8 @@ class _Settings:
         scope = parse_scope(e.parts)
         if scope.top == STREAMLETS:
             name, section = scope.owner, scope.section
-            if section == ON_FAILURE:
-                self.on_failure[name] = str(e.value)
-            elif section == DELIVERY:
-                self.delivery[name] = str(e.value)
+            if scope.is_streamlet_setting():
+                self.settings.setdefault(name, {})[section] = setting_value(section, e.value)
             elif section == CONFIG_PARAMETERS:
                 self.params.setdefault(name, {})[scope.item] = e.value
             elif section == VOLUME_MOUNTS:
@@ -234,14 +234,15 @@ def _streamlet(bp: Blueprint, r: Resolved, name: str, s: _Settings) -> dict[str,
             entry[role] = pod
     optional = {
         "sparkConf": s.spark_conf(name),
-        "onFailure": s.on_failure.get(name),
+        "onFailure": s.settings.get(name, {}).get(ON_FAILURE),
         "configParameters": params,
         "volumeMounts": {m: e.value for m, e in s.mounts.get(name, {}).items()},
         "portTopics": port_topics,
         "writerSchemas": {inlet: schema_text(schema) for inlet, schema in writers.items()},
+        "trigger": s.settings.get(name, {}).get(TRIGGER),
         "labels": {k: _text(v) for (kind, k), v in kube.items() if kind == "labels"},
         "annotations": {k: _text(v) for (kind, k), v in kube.items() if kind == "annotations"},
-        "delivery": s.delivery.get(name),
+        "delivery": s.settings.get(name, {}).get(DELIVERY),
     }
     entry.update((k, v) for k, v in optional.items() if v)
     entry["descriptor"] = _descriptor(descriptor)  # last: long (schemas), and read by tools more than people
@@ -255,6 +256,8 @@ def _descriptor(descriptor) -> dict[str, Any]:
     data = descriptor.model_dump(mode="json", by_alias=True)
     for port in (*data.get("inlets", []), *data.get("outlets", [])):
         port["schema"] = schema_text(port["schema"])
+    if data.get("trigger") is None:
+        data.pop("trigger", None)
     for param in data.get("config_parameters", []):
         for key in ("default", "pattern"):
             if param.get(key) is None:

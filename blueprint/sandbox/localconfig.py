@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import BlueprintError
-from ..scopes import (CONFIG_PARAMETERS, DEPLOY_ONLY_TOP_LEVEL, KUBERNETES, STREAMLET_SETTINGS, STREAMLETS, VOLUME_MOUNTS, parse_scope,
+from ..scopes import (CONFIG_PARAMETERS, DEPLOY_ONLY_TOP_LEVEL, KUBERNETES, STREAMLETS, VOLUME_MOUNTS, parse_scope, setting_value,
                       spark_text)
 from ..scopes import STREAMLET_SECTIONS as SECTIONS
 
@@ -39,6 +39,7 @@ class StreamletSettings:
     spark: dict[str, str] = field(default_factory=dict)
     on_failure: str | None = None  # streamlets.<name>.on-failure: stop | quarantine (streamlets.runtime.quarantine)
     delivery: str | None = None  # streamlets.<name>.delivery: exactly-once (default) or at-least-once
+    trigger: str | None = None  # streamlets.<name>.trigger (streamlets.trigger text form)
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -110,10 +111,11 @@ def load_settings(
             scope = parse_scope(key.split("."))
             if scope.is_streamlet_setting() and scope.owner in names:
                 setting = str(scope.section)
-                modes = STREAMLET_SETTINGS[setting]
-                if value not in modes:
-                    raise LocalConfigError(f"{where}: {key!r}: {value!r} is not one of {', '.join(modes)}")
-                setattr(settings[str(scope.owner)], setting.replace("-", "_"), value)
+                try:
+                    text = setting_value(setting, value)
+                except ValueError as e:
+                    raise LocalConfigError(f"{where}: {key!r}: {e}") from None
+                setattr(settings[str(scope.owner)], setting.replace("-", "_"), text)
                 continue
             if not scope.is_streamlet():
                 raise LocalConfigError(f"{where}: {key!r} is not of the form streamlets.<name>.<section>.<key>")

@@ -100,6 +100,7 @@ def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings:
         state_dump_root=str(state_dir / "dumps"),
         dead_letter_topic=dead_letter_topic(bp),
         trigger_interval=trigger,
+        trigger=settings.trigger,
         spark_conf=settings.spark,
         on_failure=settings.on_failure,
         delivery=settings.delivery or "exactly-once",
@@ -371,7 +372,7 @@ class Sandbox:
     def _idle(self) -> bool:
         """True when no query is running a batch or has data waiting, every Kafka source has read
         its topic to the end, and no dead-letter scan is pending."""
-        import json
+        from streamlets.runtime.deadletter import progress_offsets
 
         for q in self.runtime.queries():
             st = q.status
@@ -381,7 +382,7 @@ class Sandbox:
             for src in (progress or {}).get("sources", []):
                 if not src.get("description", "").startswith("Kafka"):
                     continue
-                end = json.loads(src.get("endOffset") or "{}")
+                end = progress_offsets(src.get("endOffset")) or {}
                 for topic, parts in end.items():
                     if sum(int(o) for o in parts.values()) < self._watcher.records(topic, fresh=True):
                         return False

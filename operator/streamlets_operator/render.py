@@ -30,8 +30,8 @@ LABEL_STREAMLET = "streamlets.io/streamlet"
 ANNOTATION_HASH = "streamlets.io/spec-hash"
 MANAGER = "streamlets-operator"
 
-SPARK_RUNTIME_VERSION = "4.0.0"
-SPARK_PACKAGES = ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0", "org.apache.spark:spark-avro_2.13:4.0.0")
+SPARK_RUNTIME_VERSION = "4.1.1"
+SPARK_PACKAGES = ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.1", "org.apache.spark:spark-avro_2.13:4.1.1")
 MAIN_FILE = "local:///opt/streamlets/runner.py"
 CONFIG_DIR = "/etc/streamlets"
 CONFIG_KEY = "run.json"
@@ -184,6 +184,7 @@ def run_config(spec: dict[str, Any], streamlet: dict[str, Any]) -> dict[str, Any
         savepoint_max_count=savepoints.get("maxCount"),
         savepoint_max_age_seconds=savepoints.get("maxAgeSeconds"),
         restore_from=streamlet.get("restoreFrom"),
+        trigger=streamlet.get("trigger"),
         state_partitions=streamlet.get("statePartitions"),
         on_failure=streamlet.get("onFailure"),
         reset_state_token=stateless_token(spec, streamlet) if spec.get("upgradeMode") == "stateless" else None,

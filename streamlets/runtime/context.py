@@ -13,6 +13,7 @@ from .exactly_once import EXACTLY_ONCE, delivery_for, transactional_stream_write
 from ..ports import AvroInlet, AvroOutlet, Port
 from .runconfig import StreamletRunConfig
 from ..schema import AvroSchema
+from ..trigger import MICRO_BATCH, RealTimeModeError, Trigger, cores_refusal, plan_refusals, sink_refusal, writer_sink
 from ..volumes import VolumeMount
 
 if TYPE_CHECKING:
@@ -52,6 +53,18 @@ class StreamletContext:
         self.queries: list["StreamingQuery"] = []
         self.log = logging.getLogger(f"streamlets.{run.streamlet}")
         self._inlet_reads: list[InletRead] = []
+        self._topics_read: list[str] = []
+        # query name -> Kafka partitions of real-time queries in this SparkContext (the runtime's;
+        # shared by its streamlets so that they do not claim the same cores twice)
+        self.realtime_tasks: dict[str, int] = {}
+
+    @property
+    def trigger(self) -> Trigger:
+        """The streamlet's trigger: the run config's (streamlets.<name>.trigger), else the class's."""
+        if self.run.trigger:
+            return Trigger.parse(self.run.trigger)
+        declared = type(self.streamlet).trigger
+        return declared if isinstance(declared, Trigger) else MICRO_BATCH
 
     def topic(self, port: Port | str) -> str:
         """Kafka topic name bound to `port` (a port object or its name). KeyError if unbound."""
@@ -86,6 +99,7 @@ class StreamletContext:
         from pyspark.sql import functions as F
 
         topic = self.topic(inlet)
+        self._topics_read.append(topic)
         writer = self.run.writer_schemas.get(inlet.name)
         writer_schema = AvroSchema.load(writer) if writer else None
         where = f"streamlet {self.name!r}, inlet {inlet.name!r} (topic {topic!r})"
@@ -131,25 +145,29 @@ class StreamletContext:
         outlet: AvroOutlet,
         *,
         query_name: str | None = None,
-        output_mode: str = "append",
+        output_mode: str | None = None,
     ) -> "StreamingQuery":
         """Start a query writing `df` to the outlet's topic as Avro (to_avro), keyed by the
         outlet's partition key, with its own checkpoint. Columns are matched to the schema's
         fields by name; extra columns are ignored, missing ones raise SchemaMismatchError.
-        `output_mode` is Spark's (append, update); `query_name` defaults to the outlet's name.
+        `output_mode` is Spark's (append, update); default append, update in Real-Time Mode (which
+        runs stateless queries only, where the two are the same). `query_name` defaults to the
+        outlet's name.
 
-        On Kafka the outlet is exactly-once unless the run config's `delivery` is at-least-once:
-        each micro-batch is one Kafka transaction (runtime.exactly_once, through foreachBatch);
-        otherwise Spark's Kafka sink (at-least-once).
+        On Kafka the outlet is exactly-once unless the run config's `delivery` is at-least-once
+        or the streamlet runs in Real-Time Mode: each micro-batch is one Kafka transaction
+        (runtime.exactly_once, through foreachBatch); otherwise Spark's Kafka sink (at-least-once;
+        Real-Time Mode queries cannot use foreachBatch).
         """
         encoded = encode_outlet(df, outlet.schema, outlet.key, f"streamlet {self.name!r}, outlet {outlet.name!r}")
         query_name = query_name or outlet.name
-        if delivery_for(self.run.delivery, self.transport, self.run.dry_run) == EXACTLY_ONCE:
-            # One Kafka transaction per micro-batch (runtime.exactly_once); Real-Time Mode cannot.
+        real_time = self.trigger.real_time_mode and not self.run.dry_run
+        mode = output_mode or ("update" if real_time else "append")
+        if delivery_for(self.run.delivery, self.transport, self.run.dry_run, real_time=real_time) == EXACTLY_ONCE:
             writer = transactional_stream_writer(self, encoded, self.topic(outlet), query_name)
         else:
             writer = self.transport.write_stream(encoded, self.topic(outlet))
-        return self.start_query(writer.outputMode(output_mode), query_name)
+        return self.start_query(writer.outputMode(mode), query_name)
 
     def start_query(self, writer: "DataStreamWriter", query_name: str) -> "StreamingQuery":
         """Start any query (file sinks, foreachBatch...) with the streamlet's checkpoint, trigger
@@ -161,8 +179,14 @@ class StreamletContext:
             if self.dead_letters is not None:
                 for read in self._inlet_reads:
                     self.dead_letters.recover(read, location)
+            trigger = self.trigger
             if self.run.available_now:
                 writer = writer.trigger(availableNow=True)
+            elif trigger.real_time_mode:
+                self.check_real_time(writer, query_name)
+                writer = trigger.apply(writer)
+            elif trigger.kind == "processing-time":
+                writer = trigger.apply(writer)
             elif self.run.trigger_interval:
                 writer = writer.trigger(processingTime=self.run.trigger_interval)
         # One FAIR scheduler pool per streamlet, so that streamlets sharing a session share cores.
@@ -171,6 +195,29 @@ class StreamletContext:
         self.queries.append(query)
         self.log.info("started query %s (checkpoint %s)", query.name, location)
         return query
+
+    def check_real_time(self, writer: "DataStreamWriter", query_name: str) -> None:
+        """Refuse, before it starts, a query Real-Time Mode cannot run: RealTimeModeError with one
+        line naming the streamlet and the reasons (stateful operators, Python UDFs, a source other
+        than Kafka, a sink other than Kafka or foreach, fewer free cores than inlet partitions)."""
+        reasons = plan_refusals(writer._df)  # noqa: SLF001 (the writer's DataFrame)
+        sink = sink_refusal(writer_sink(writer))
+        if sink:
+            reasons.append(sink)
+        partitions_of = getattr(self.transport, "partitions", None)
+        if partitions_of is not None and self._topics_read:
+            partitions = sum(partitions_of(t) for t in dict.fromkeys(self._topics_read))
+            name = f"{self.name}.{query_name}"
+            taken = sum(n for q, n in self.realtime_tasks.items() if q != name)
+            cores = self.spark.sparkContext.defaultParallelism
+            short = cores_refusal(partitions, cores, taken)
+            if short:
+                reasons.append(short)
+            elif not reasons:
+                self.realtime_tasks[name] = partitions
+        if reasons:
+            raise RealTimeModeError(f"streamlet {self.name!r} cannot run query {query_name!r} in real-time mode: "
+                                    + "; ".join(reasons))
 
     def inlet_reads(self) -> list[InletRead]:
         return list(self._inlet_reads)

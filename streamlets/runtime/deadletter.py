@@ -11,6 +11,7 @@ Dead letters are at-least-once (a scan may repeat after a crash).
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import os
@@ -18,7 +19,7 @@ import queue
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..avro_limits import max_value_bytes
 from .checkpoint import committed_batches, source_offsets
@@ -114,14 +115,29 @@ def committed_offsets(checkpoint: str, topic: str) -> dict[str, int] | None:
     return None
 
 
-def offsets_for(topic: str, offsets_json: str | None) -> dict[str, int] | None:
-    """Per-partition offsets of `topic` from a Kafka source's progress offsets (JSON text)."""
-    try:
-        parsed = json.loads(offsets_json) if offsets_json else None
-    except json.JSONDecodeError:  # e.g. no start offset on a query's first batch
+def progress_offsets(value: Any) -> Any:
+    """A source's offsets as reported in query progress, parsed: Spark 4.0 reports JSON text,
+    PySpark 4.1's progress objects carry Python dicts (StreamingQuery.lastProgress) or their repr
+    (SourceProgress built from JSON: `str(dict)`). None when there are none (a first batch)."""
+    if value is None or isinstance(value, (dict, list)):
+        return value
+    text = str(value).strip()
+    if not text or text == "null":
         return None
-    if isinstance(parsed, dict) and topic in parsed:
-        return {p: int(o) for p, o in parsed[topic].items()}
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            return None
+
+
+def offsets_for(topic: str, offsets: Any) -> dict[str, int] | None:
+    """Per-partition offsets of `topic` from a Kafka source's progress offsets (see progress_offsets)."""
+    parsed = progress_offsets(offsets)
+    if isinstance(parsed, dict) and isinstance(parsed.get(topic), dict):
+        return {str(p): int(o) for p, o in parsed[topic].items()}
     return None
 
 

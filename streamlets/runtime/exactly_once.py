@@ -31,7 +31,7 @@ Inlets read with `kafka.isolation.level=read_committed` (transport.KafkaTranspor
 consumers see a batch's records only after its commit, and never an aborted batch's.
 
 Not covered: Real-Time Mode queries cannot use foreachBatch; their Kafka sink stays
-at-least-once (see `delivery_for`). Dead letters are written by their own producer outside the
+at-least-once (see `delivery_for`; `blueprint verify` warns with at-least-once-edge). Dead letters are written by their own producer outside the
 batch's transaction: at-least-once (runtime.deadletter).
 """
 
@@ -272,17 +272,16 @@ class TransactionalBatchWriter:
         log.debug("batch %d: %d records committed to %s", batch_id, produced, topic)
 
 
-def delivery_for(run_delivery: str | None, transport: Any, dry_run: bool = False) -> str:
+def delivery_for(run_delivery: str | None, transport: Any, dry_run: bool = False, real_time: bool = False) -> str:
     """The delivery an outlet query gets: exactly-once by default on Kafka; at-least-once when the
     run config says so (`streamlets.<name>.delivery = at-least-once`), on the file transport
-    (the test kit: each batch's file already replaces itself) and in a dry run.
-
-    Hook for Real-Time Mode: its queries cannot use foreachBatch, so they must take the
-    at-least-once path (Spark's Kafka sink); blueprint verify names those edges.
+    (the test kit: each batch's file already replaces itself), in a dry run, and in Real-Time
+    Mode (`real_time`: its queries cannot use foreachBatch, so they take Spark's Kafka sink;
+    `blueprint verify` names those edges with the warning at-least-once-edge).
     """
     from .transport import KafkaTransport
 
-    if dry_run or not isinstance(transport, KafkaTransport):
+    if dry_run or real_time or not isinstance(transport, KafkaTransport):
         return AT_LEAST_ONCE
     return run_delivery or EXACTLY_ONCE
 

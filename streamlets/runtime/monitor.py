@@ -16,7 +16,7 @@ from typing import Callable
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from .deadletter import DeadLetterWriter, InletRead, ScanRequest, observation_name, offsets_for
+from .deadletter import DeadLetterWriter, InletRead, ScanRequest, observation_name, offsets_for, progress_offsets
 
 
 @dataclass
@@ -135,10 +135,7 @@ class ProgressMonitor(StreamingQueryListener):
 
 def _lag(end: str | None, latest: str | None) -> int:
     """Records between what a Kafka source processed and the topic's end, summed over partitions."""
-    try:
-        e, l = json.loads(end or "null"), json.loads(latest or "null")
-    except (json.JSONDecodeError, TypeError):
-        return 0
+    e, l = progress_offsets(end), progress_offsets(latest)
     if not isinstance(e, dict) or not isinstance(l, dict):
         return 0
     total = 0

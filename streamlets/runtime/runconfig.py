@@ -32,6 +32,9 @@ class StreamletRunConfig(BaseModel):
     checkpoint_root: str
     dead_letter_topic: str | None = Field(default=None, description="topic for malformed inlet values")
     trigger_interval: str | None = Field(default=None, description="Spark processingTime trigger, e.g. '1 second'; None: as fast as possible")
+    trigger: str | None = Field(default=None, description="the streamlet's trigger, text form of streamlets.trigger "
+                                "(micro-batch, processing-time <duration>, real-time [<checkpoint interval>]); None: "
+                                "what the class declares (Streamlet.trigger), else micro-batch")
     available_now: bool = Field(default=False, description="process what is there, then stop (Trigger.AvailableNow)")
     max_offsets_per_trigger: int | None = Field(default=None, description="Kafka source maxOffsetsPerTrigger (records per micro-batch)")
     spark_conf: dict[str, str] = Field(default_factory=dict)

@@ -54,6 +54,8 @@ class StreamletRuntime:
         from .quarantine import Quarantine
 
         self.quarantine = Quarantine(self)
+        # query name -> Kafka partitions (= cores held) of this runtime's real-time queries
+        self.realtime_tasks: dict[str, int] = {}
 
     def start(self, run: StreamletRunConfig) -> StreamletContext:
         """Import the run config's class and start it (see start_class)."""
@@ -73,6 +75,7 @@ class StreamletRuntime:
                 log.warning("streamlet %s: %s applies per process, not per streamlet; ignored in a shared session", run.streamlet, key)
         session.streams.addListener(self.monitor)
         ctx = StreamletContext(session, cls(), run, self.transport, self.dead_letters)
+        ctx.realtime_tasks = self.realtime_tasks
         self.monitor.register(run.streamlet, ctx.inlet_reads, ctx.checkpoint_location)
         self.contexts[run.streamlet] = ctx
         ctx.streamlet.create_logic(ctx)

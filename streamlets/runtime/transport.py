@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -57,6 +57,22 @@ class KafkaTransport:
             .option("endingOffsets", json.dumps({topic: {p: end[p] for p in parts}}))
             .load()
         )
+
+    def partitions(self, topic: str, timeout: float = 10.0) -> int:
+        """Number of partitions of `topic` (0 if it does not exist), from the broker's metadata."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        from ..kafka_logging import client_config
+
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
+        conf.update({k[len("kafka."):]: v for k, v in self.options.items() if k.startswith("kafka.")})
+        try:
+            meta = AdminClient(client_config(conf)).list_topics(topic, timeout=timeout)
+        except (KafkaException, ValueError, TypeError):  # Java-only client settings librdkafka does not know
+            return 0
+        found = meta.topics.get(topic)
+        return 0 if found is None or found.error is not None else len(found.partitions)
 
     def write_stream(self, df: "DataFrame", topic: str) -> "DataStreamWriter":
         writer = df.writeStream.format("kafka").option("kafka.bootstrap.servers", self.bootstrap_servers).option("topic", topic)

@@ -170,8 +170,16 @@ def _operator(spark: "SparkSession", path: Path, operator_id: int, store_name: s
     raise StateExportError(f"{path}: no state store {operator_id}/{store_name!r}; stateful operator/store: {known}")
 
 
+def ensure_state_store_coordinator(spark: "SparkSession") -> None:
+    """Make sure the driver's StateStoreCoordinator exists. Spark 4.1's `statestore` reader asks it
+    where state store instances are loaded and fails when no streaming query was ever started in
+    this SparkContext; Spark creates it with the session's StreamingQueryManager (`spark.streams`)."""
+    spark._jsparkSession.streams()  # noqa: SLF001 (constructing the manager registers the coordinator)
+
+
 def read_raw_state(spark: "SparkSession", path: Path, operator_id: int, store_name: str, batch: int) -> "DataFrame":
     """Spark's `statestore` rows: key (struct), value (struct), partition_id (int)."""
+    ensure_state_store_coordinator(spark)
     return (spark.read.format("statestore").option("batchId", batch).option("operatorId", operator_id)
             .option("storeName", store_name).load(str(path)))
 

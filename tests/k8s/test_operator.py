@@ -203,7 +203,7 @@ def test_deploy_update_scale_status_delete(api, cluster, operator, kube_namespac
     enrich = sas["enrich"]["spec"]
     assert enrich["type"] == "Python" and enrich["mainApplicationFile"] == "local:///opt/streamlets/runner.py"
     assert enrich["arguments"] == ["--config", "/etc/streamlets/run.json"]
-    assert "spark-sql-kafka-0-10_2.13:4.0.0" in enrich["sparkConf"]["spark.jars.packages"]
+    assert "spark-sql-kafka-0-10_2.13:4.1.1" in enrich["sparkConf"]["spark.jars.packages"]
     run = json.loads(__import__("base64").b64decode(secrets(core, ns)["enrich"].data["run.json"]))
     from streamlets.runtime.runconfig import StreamletRunConfig
     cfg = StreamletRunConfig.model_validate(run)

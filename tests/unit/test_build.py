@@ -513,3 +513,41 @@ def test_delivery_reaches_the_run_config(tmp_path):
     assert [(t.name, t.partitions) for t in ledger] == [("flight-delays.outlet-batches", 1)]
     code, _, err = build(conf=[write(tmp_path, "bad.conf", "streamlets.stats.delivery = sometimes\n")])
     assert code != 0 and "'sometimes' is not a delivery mode" in err, err
+# --- Real-Time Mode: the flight-alerts example (examples/flight-delays/realtime.yaml) ----------
+
+REALTIME = BLUEPRINT.parent / "realtime.yaml"
+
+
+def build_realtime(*overrides):
+    result = runner.invoke(app, ["build", str(REALTIME), "--image", IMAGE, "--kafka", "kafka.example:9092",
+                                 *overrides])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_real_time_streamlet_renders_with_its_trigger_and_enough_cores():
+    code, out, err = build_realtime("streamlets.alerts.kubernetes.executor.cores=2")
+    assert code == 0, err
+    resource = yaml.safe_load(out)
+    assert schema_errors(resource) == []
+    alerts = next(s for s in resource["spec"]["streamlets"] if s["name"] == "alerts")
+    assert alerts["descriptor"]["trigger"] == "real-time 5 seconds"  # declared by the class
+    assert "trigger" not in alerts  # no override
+    from streamlets_operator import render
+
+    body = {**resource, "metadata": {**resource["metadata"], "namespace": "apps", "uid": "u", "generation": 1}}
+    secret, app_ = render.render_all(body, env={})["streamlets"]["alerts"]
+    assert app_["spec"]["sparkVersion"] == "4.1.1"
+    code, out, err = build_realtime("streamlets.alerts.kubernetes.executor.cores=2", "streamlets.alerts.trigger=real-time 2s")
+    alerts = next(s for s in yaml.safe_load(out)["spec"]["streamlets"] if s["name"] == "alerts")
+    assert alerts["trigger"] == "real-time 2s"
+    assert render.run_config(yaml.safe_load(out)["spec"], alerts)["trigger"] == "real-time 2s"
+
+
+def test_real_time_with_fewer_cores_than_partitions_is_refused():
+    code, out, err = build_realtime()
+    assert code == 1 and out == ""
+    assert "streamlet 'alerts' cannot run in real-time mode: its inlets' topics have 2 partitions but its executors " \
+           "1 core(s)" in err
+    assert build_realtime("streamlets.alerts.trigger=micro-batch")[0] == 0  # the config overrides the class
+    code, out, err = build_realtime("streamlets.alerts.trigger=sometimes")
+    assert code == 1 and "is not a trigger" in err

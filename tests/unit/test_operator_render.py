@@ -53,11 +53,11 @@ def test_children_of_the_example(built):
     assert sa["metadata"]["name"] == "flight-delays-enrich" and secret["metadata"]["name"] == "flight-delays-enrich-config"
     assert sa["metadata"]["labels"]["streamlets.io/streamlet"] == "enrich"
     spec = sa["spec"]
-    assert (spec["type"], spec["pythonVersion"], spec["mode"], spec["sparkVersion"]) == ("Python", "3", "cluster", "4.0.0")
+    assert (spec["type"], spec["pythonVersion"], spec["mode"], spec["sparkVersion"]) == ("Python", "3", "cluster", "4.1.1")
     assert spec["mainApplicationFile"] == "local:///opt/streamlets/runner.py"
     assert spec["arguments"] == ["--config", "/etc/streamlets/run.json"]
-    assert spec["sparkConf"]["spark.jars.packages"] == ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0,"
-                                                        "org.apache.spark:spark-avro_2.13:4.0.0")
+    assert spec["sparkConf"]["spark.jars.packages"] == ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.1,"
+                                                        "org.apache.spark:spark-avro_2.13:4.1.1")
     assert spec["restartPolicy"]["type"] == "OnFailure"
     assert {"name": "checkpoints", "mountPath": "/checkpoints"} in spec["driver"]["volumeMounts"]
     assert {"name": "streamlet-config", "mountPath": "/etc/streamlets", "readOnly": True} in spec["driver"]["volumeMounts"]

@@ -141,5 +141,5 @@ def test_delivery_per_streamlet(tmp_path):
     s = load_settings(path, [], NAMES)
     assert s["stats"].delivery == "at-least-once" and s["ingress"].delivery is None
     assert load_settings(None, ["streamlets.ingress.delivery=exactly-once"], NAMES)["ingress"].delivery == "exactly-once"
-    with pytest.raises(LocalConfigError, match="'at-most-once' is not one of exactly-once, at-least-once"):
+    with pytest.raises(LocalConfigError, match=r"'at-most-once' is not a delivery mode \(one of exactly-once, at-least-once\)"):
         load_settings(write(tmp_path, "b.conf", "streamlets.stats.delivery = at-most-once\n"), [], NAMES)

@@ -213,6 +213,12 @@ CASES: dict[str, tuple] = {
                              (3, 3), "config parameter 'limit' (int32) has no default and no value"),
     "at-least-once-edge": (SOUND, None, {}, "streamlets.src.delivery = at-least-once\n", (1, 16),
                            "at-least-once edge(s) src.out -> t -> sink.in"),
+    "invalid-trigger": (ONLY_X, 'trigger = "real-time soon"\n' + 'a = AvroInlet("in", {"type": "record", "name": "R", "fields": []})',
+                        {}, None, (2, 3), "'soon' is not a duration"),
+    "real-time-unsupported": (SOUND, None, {}, "streamlets.src.trigger = real-time\n", (1, 16),
+                              "streamlet 'src' cannot run in real-time mode: it has no inlet"),
+    "real-time-too-few-cores": (SOUND, None, {}, "streamlets.sink.trigger = \"real-time 2 seconds\"\ntopics.t.partitions = 3\n",
+                                (1, 17), "its inlets' topics have 3 partitions but its executors 1 core(s)"),
 }
 GROUPS_BY_HEADING = {heading: group for group, heading in GROUPS.items()}
 NOT_IN_TABLE = {"unreadable-file", "unreadable-config"}  # exit status 2: tested in test_cli_verify.py
