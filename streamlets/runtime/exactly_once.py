@@ -15,15 +15,20 @@ produced by one transactional confluent-kafka producer in ONE Kafka transaction:
 - `transactional.id` = `<app>.<streamlet>.<query>`, stable across restarts: a restarted driver's
   `init_transactions` fences the previous one (a zombie can no longer commit) and aborts its
   open transaction.
-- The batch id is committed in the same transaction (`send_offsets_to_transaction`): consumer
-  group `<app>.<streamlet>.<query>.batches`, partition 0 of the ledger topic `<app>.outlet-batches`,
-  offset = batch id + 1, with a fingerprint of the batch's entry in the checkpoint's offset log
-  (`<checkpoint>/offsets/<batch id>`: the input offsets and batch timestamp Spark planned) as
-  the offset's metadata. When Spark replays a batch whose transaction committed but whose
-  commit-log entry was not written (killed in between), it replays that same offset-log entry:
-  batch id and fingerprint match the ledger, and the batch is skipped, not written twice. Any
-  other batch is written: a fresh checkpoint (reset state) or one restored from a savepoint plans
-  new offset-log entries, whose fingerprints differ even where batch ids repeat.
+- The batch id is committed in the same transaction: one record in the ledger topic
+  `<app>.outlet-batches` (1 partition, compacted), key = the transactional.id, value = JSON
+  `{"batch": <batch id>, "fingerprint": ...}`, the fingerprint being a hash of the batch's entry
+  in the checkpoint's offset log (`<checkpoint>/offsets/<batch id>`: the input offsets and batch
+  timestamp Spark planned). On start the writer reads the ledger (read_committed) for its key's
+  last record. When Spark replays a batch whose transaction committed but whose commit-log entry
+  was not written (killed in between), it replays that same offset-log entry: batch id and
+  fingerprint match the ledger, and the batch is skipped, not written twice. Any other batch is
+  written: a fresh checkpoint (reset state) or one restored from a savepoint plans new
+  offset-log entries, whose fingerprints differ even where batch ids repeat.
+  (A record, not `send_offsets_to_transaction` to a consumer group: that call needs the group
+  coordinator, and librdkafka can block in it past its timeout once the coordinator's broker
+  went away and came back, confluentinc/librdkafka#5456 and #5511: a broker restart stalled the
+  streamlet.)
 - Records are partitioned like Spark's Kafka sink (Java's murmur2 of the key; librdkafka
   `partitioner=murmur2_random`), so keys land on the same partitions either way.
 
@@ -38,9 +43,12 @@ batch's transaction: at-least-once (runtime.deadletter).
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
+
+from ..kafka_logging import client_config
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -50,6 +58,8 @@ log = logging.getLogger("streamlets.exactly_once")
 EXACTLY_ONCE = "exactly-once"
 AT_LEAST_ONCE = "at-least-once"
 DELIVERY_MODES = (EXACTLY_ONCE, AT_LEAST_ONCE)
+# The ledger topic's config: compacted, so it keeps about one record per outlet query.
+LEDGER_CONFIG = {"cleanup.policy": "compact"}
 # Broker default of transaction.max.timeout.ms: a micro-batch may take up to 15 minutes to produce.
 TRANSACTION_TIMEOUT_MS = 900_000
 # Spark Kafka options (kafka.<librdkafka name>) that the transactional producer takes over.
@@ -66,11 +76,36 @@ def _retried_codes() -> tuple[int, ...]:
 
 
 _RETRIED: tuple[int, ...] = ()
+# How long a transactional call is retried while Kafka calls its error retriable (a restarted
+# broker loading its transaction and group coordinators answers COORDINATOR_LOAD_IN_PROGRESS).
+RETRY_SECONDS = 120.0
+# Attempts at a micro-batch's whole transaction (abortable errors: abort, produce it again).
+BATCH_ATTEMPTS = 3
+T = TypeVar("T")
+
+
+def _retrying(what: str, call: Callable[[], T], seconds: float = RETRY_SECONDS) -> T:
+    """`call()`, called again (0.5 s apart, up to `seconds`) while it raises a KafkaException whose
+    error is retriable and needs no abort: what confluent-kafka documents for init_transactions,
+    send_offsets_to_transaction and commit_transaction. Other errors are raised at once."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return call()
+        except KafkaException as e:
+            err: Any = e.args[0] if e.args else None
+            retriable = hasattr(err, "retriable") and err.retriable() and not err.txn_requires_abort()
+            if not retriable or time.monotonic() > deadline:
+                raise
+            log.info("%s: %s; retrying", what, err)
+            time.sleep(0.5)
 
 
 def ledger_topic(app_id: str) -> str:
-    """The application's batch ledger topic, `<app>.outlet-batches` (1 partition, never written:
-    only consumer-group offsets are committed on it)."""
+    """The application's batch ledger topic, `<app>.outlet-batches` (1 partition, compacted: one
+    record per outlet query and micro-batch, written in the batch's transaction)."""
     return f"{app_id}.outlet-batches"
 
 
@@ -103,7 +138,6 @@ class TransactionalBatchWriter:
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
         self.transactional_id = transactional_id(app_id, streamlet, query)
-        self.group = f"{self.transactional_id}.batches"
         self.ledger = ledger_topic(app_id)
         self.options = {k[len("kafka."):]: v for k, v in (kafka_options or {}).items()
                         if k.startswith("kafka.") and k[len("kafka."):] in _PASSED_OPTIONS}
@@ -112,7 +146,6 @@ class TransactionalBatchWriter:
         self.storage = storage
         self.collect = collect
         self._producer: Any = None
-        self._group_metadata: Any = None
         self._last: tuple[int, str] | None = None  # the ledger: last committed batch id, its fingerprint
         self.written_batches: list[int] = []
         self.skipped_batches: list[int] = []
@@ -120,34 +153,26 @@ class TransactionalBatchWriter:
     # -- setup --------------------------------------------------------------------------------
 
     def _common(self) -> dict[str, Any]:
-        return {"bootstrap.servers": self.bootstrap_servers, **self.options}
+        """Client settings shared by the producer, the ledger consumer and the admin client; their
+        librdkafka log lines go to the `streamlets.kafka` logger (kafka_logging), not stderr."""
+        return client_config({"bootstrap.servers": self.bootstrap_servers, **self.options})
 
     def _start(self) -> None:
         """Create the producer (fencing any earlier one of the same transactional.id, whose open
-        transaction the broker aborts), then read the ledger: the next batch id to write."""
-        from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+        transaction the broker aborts), then read the ledger: the last batch committed."""
+        from confluent_kafka import KafkaException, Producer
+        from confluent_kafka.admin import AdminClient, NewTopic
 
         global _RETRIED
         _RETRIED = _RETRIED or _retried_codes()
 
-        from confluent_kafka.admin import AdminClient, NewTopic
-
-        # Normally created with the application's topics; created here when missing (1 partition).
+        # Normally created with the application's topics; created here when missing.
         admin = AdminClient(self._common())
-        for fut in admin.create_topics([NewTopic(self.ledger, 1, 1)], request_timeout=30).values():
+        for fut in admin.create_topics([NewTopic(self.ledger, 1, 1, config=LEDGER_CONFIG)], request_timeout=30).values():
             try:
                 fut.result(60)
             except Exception as e:  # exists already, or no rights: then it must exist
                 log.debug("ledger topic %s not created here: %s", self.ledger, e)
-        deadline = time.monotonic() + 60
-        while True:  # the group coordinator refuses offsets of a topic it does not know yet
-            meta = admin.list_topics(self.ledger, timeout=10).topics.get(self.ledger)
-            if meta is not None and meta.error is None and 0 in meta.partitions and meta.partitions[0].leader >= 0:
-                break
-            if time.monotonic() > deadline:
-                raise ExactlyOnceError(f"the batch ledger topic {self.ledger!r} is not available at "
-                                       f"{self.bootstrap_servers}: create it (1 partition) with the application's topics")
-            time.sleep(0.2)
         producer = Producer({
             **self._common(),
             "transactional.id": self.transactional_id,
@@ -161,32 +186,50 @@ class TransactionalBatchWriter:
             "compression.type": "lz4",
         })
         try:
-            producer.init_transactions(120)
+            _retrying(f"starting transactions of {self.transactional_id}", lambda: producer.init_transactions(30))
         except KafkaException as e:
             raise ExactlyOnceError(f"outlet topic {self.topic!r}: Kafka transactions of {self.transactional_id!r} "
                                    f"could not start at {self.bootstrap_servers}: {e}") from e
-        consumer = Consumer({**self._common(), "group.id": self.group, "enable.auto.commit": False,
-                             "isolation.level": "read_committed"})
+        # After init_transactions: this id's earlier transaction is committed or aborted by now.
+        self._last = self._read_ledger()
+        self._producer = producer
+        log.info("exactly-once outlet %s -> %s: last committed batch %s", self.transactional_id, self.topic, self._last)
+
+    def _read_ledger(self) -> tuple[int, str] | None:
+        """(batch id, fingerprint) of this outlet query's last committed ledger record, or None.
+        Reads partition 0 of the ledger from the start to its end (read_committed: the last stable
+        offset), retrying while the broker is not ready (up to RETRY_SECONDS)."""
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+        consumer = Consumer({**self._common(), "group.id": f"{self.transactional_id}.ledger", "enable.auto.commit": False,
+                             "isolation.level": "read_committed", "enable.partition.eof": True})
+        key = self.transactional_id.encode()
+        last = None
+        deadline = time.monotonic() + RETRY_SECONDS
         try:
-            deadline = time.monotonic() + 120
-            while True:  # a fresh broker creates __consumer_offsets on first use: NOT_COORDINATOR meanwhile
-                try:
-                    (tp,) = consumer.committed([TopicPartition(self.ledger, 0)], timeout=30)
-                    break
-                except KafkaException as e:
-                    err: Any = e.args[0] if e.args else None
-                    if time.monotonic() > deadline or not (hasattr(err, "retriable") and (
-                            err.retriable() or err.code() in _RETRIED)):
-                        raise ExactlyOnceError(f"reading the batch ledger {self.group!r} on {self.ledger!r} "
-                                               f"at {self.bootstrap_servers} failed: {e}") from e
-                    time.sleep(0.5)
-            self._group_metadata = consumer.consumer_group_metadata()
+            consumer.assign([TopicPartition(self.ledger, 0, OFFSET_BEGINNING)])
+            while True:
+                msg = consumer.poll(1.0)
+                err = msg.error() if msg is not None else None
+                if msg is None:
+                    pass
+                elif err is None:
+                    value = msg.value()
+                    if msg.key() == key and value:
+                        entry = json.loads(value)
+                        last = (int(entry["batch"]), str(entry.get("fingerprint", "")))
+                    continue
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    return last
+                elif not (err.retriable() or err.code() in _RETRIED):
+                    raise ExactlyOnceError(f"reading the batch ledger {self.ledger!r} at {self.bootstrap_servers} "
+                                           f"failed: {err}")
+                if time.monotonic() > deadline:
+                    raise ExactlyOnceError(f"the batch ledger topic {self.ledger!r} could not be read to its end at "
+                                           f"{self.bootstrap_servers} within {RETRY_SECONDS:.0f} s: create it "
+                                           "(1 partition) with the application's topics")
         finally:
             consumer.close()
-        self._last = (tp.offset - 1, tp.metadata or "") if tp.offset > 0 else None
-        self._producer = producer
-        log.info("exactly-once outlet %s -> %s: transactional.id %s, last committed batch %s", self.group,
-                 self.topic, self.transactional_id, self._last)
 
     def fingerprint(self, batch_id: int) -> str:
         """sha256 (16 hex digits) of the checkpoint's offset-log entry of `batch_id`; "" without
@@ -236,40 +279,70 @@ class TransactionalBatchWriter:
             yield chunk_keys, chunk_values
 
     def _write(self, df: "DataFrame", batch_id: int, fingerprint: str) -> None:
-        from confluent_kafka import KafkaException, TopicPartition
+        """Produce the batch and commit it with its ledger entry in one transaction. Retriable
+        errors are retried in place (_retrying); an abortable one (txn_requires_abort) aborts the
+        transaction and produces the whole batch again, up to BATCH_ATTEMPTS times; a fatal one
+        (fenced by a newer instance of the same transactional.id, ...) raises ExactlyOnceError."""
+        from confluent_kafka import KafkaException
 
+        for attempt in range(1, BATCH_ATTEMPTS + 1):
+            try:
+                produced = self._transaction(df, batch_id, fingerprint)
+            except KafkaException as e:
+                err: Any = e.args[0] if e.args else None
+                fatal = hasattr(err, "fatal") and err.fatal()
+                self._abort(batch_id, fatal)
+                if fatal or attempt == BATCH_ATTEMPTS:
+                    raise ExactlyOnceError(f"batch {batch_id} to {self.topic!r}: the Kafka transaction failed "
+                                           f"(attempt {attempt} of {BATCH_ATTEMPTS}): {e}") from e
+                log.warning("batch %d to %s: the Kafka transaction failed (%s); aborted, producing it again",
+                            batch_id, self.topic, e)
+                if self._producer is None:
+                    self._start()
+                continue
+            except BaseException:
+                self._abort(batch_id, False)
+                raise
+            log.debug("batch %d: %d records committed to %s", batch_id, produced, self.topic)
+            return
+
+    def _abort(self, batch_id: int, fatal: bool) -> None:
+        """Abort the open transaction; a producer that cannot (fatal error, broker gone) is dropped
+        and the next attempt starts a new one (init_transactions aborts what this one left open)."""
+        from confluent_kafka import KafkaException
+
+        if not fatal:
+            try:
+                _retrying(f"aborting batch {batch_id} of {self.topic}", lambda: self._producer.abort_transaction(30), 60)
+                return
+            except KafkaException as abort_error:
+                log.warning("aborting batch %d of %s failed: %s", batch_id, self.topic, abort_error)
+        self._producer = None
+
+    def _transaction(self, df: "DataFrame", batch_id: int, fingerprint: str) -> int:
         producer, topic = self._producer, self.topic
         produce, poll = producer.produce, producer.poll
 
         producer.begin_transaction()
         produced = 0
-        try:
-            # A failed delivery makes the transaction fail to commit (librdkafka): no callback per record.
-            for keys, values in self._rows(df):
-                for key, value in zip(keys, values, strict=True):
-                    try:
-                        produce(topic, value, key)
-                    except BufferError:
-                        poll(0.1)
-                        produce(topic, value, key)
-                produced += len(keys)
-                poll(0)
-            producer.flush()
-            if self.before_commit is not None:
-                self.before_commit(batch_id, produced)
-            producer.send_offsets_to_transaction([TopicPartition(self.ledger, 0, batch_id + 1, metadata=fingerprint)],
-                                                 self._group_metadata, 120)
-            producer.commit_transaction(120)
-        except BaseException as e:
-            try:
-                producer.abort_transaction(60)
-            except KafkaException as abort_error:  # fenced or broker gone: the next start aborts it
-                log.warning("aborting batch %d of %s failed: %s", batch_id, topic, abort_error)
-                self._producer = None  # start again (init_transactions) on the next batch
-            if isinstance(e, KafkaException):
-                raise ExactlyOnceError(f"batch {batch_id} to {topic!r}: the Kafka transaction failed: {e}") from e
-            raise
-        log.debug("batch %d: %d records committed to %s", batch_id, produced, topic)
+        # A failed delivery makes the transaction fail to commit (librdkafka): no callback per record.
+        for keys, values in self._rows(df):
+            for key, value in zip(keys, values, strict=True):
+                try:
+                    produce(topic, value, key)
+                except BufferError:
+                    poll(0.1)
+                    produce(topic, value, key)
+            produced += len(keys)
+            poll(0)
+        producer.flush()
+        if self.before_commit is not None:
+            self.before_commit(batch_id, produced)
+        # The ledger record, last: its partition's last stable offset waits for open transactions.
+        produce(self.ledger, json.dumps({"batch": batch_id, "fingerprint": fingerprint}).encode(),
+                self.transactional_id, partition=0)
+        _retrying(f"batch {batch_id} of {topic}: commit", lambda: producer.commit_transaction(30))
+        return produced
 
 
 def delivery_for(run_delivery: str | None, transport: Any, dry_run: bool = False, real_time: bool = False) -> str:

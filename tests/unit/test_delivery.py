@@ -23,7 +23,7 @@ def test_names_and_passed_options(tmp_path):
     w = TransactionalBatchWriter("k:9092", "shop.t", app_id="shop", streamlet="enrich", query="out",
                                  kafka_options={"kafka.security.protocol": "SSL", "kafka.isolation.level": "x",
                                                 "failOnDataLoss": "true"})
-    assert w.group == "shop.enrich.out.batches"
+    assert (w.transactional_id, w.ledger) == ("shop.enrich.out", "shop.outlet-batches")
     assert w.options == {"security.protocol": "SSL"}  # librdkafka settings only
 
 
