@@ -213,10 +213,6 @@ def check_real_time(r: Resolved, entries: list[Entry]) -> list[Problem]:
         if trigger is None or not trigger.real_time_mode:
             continue
         where = (given.source, given.line, given.column) if given is not None else (str(r.blueprint.path), ref.line, ref.column)
-        edges = _edges_from(r, name)
-        if edges:  # Real-Time Mode cannot use foreachBatch: Spark's Kafka sink, at-least-once (runtime.exactly_once)
-            problems.append(make_problem("at-least-once-edge", _at_least_once(edges, "Real-Time Mode's Kafka sink"), *where,
-                                         hint="run it with a micro-batch trigger where downstream has a watermark"))
         inlets = [p.name for p in cls.shape().inlets]
         if not inlets:
             problems.append(make_problem("real-time-unsupported", f"streamlet {name!r} cannot run in real-time mode: "
@@ -236,6 +232,11 @@ def check_real_time(r: Resolved, entries: list[Entry]) -> list[Problem]:
                 f"{partitions} partitions but its executors {cores} core(s); Real-Time Mode needs a core per partition",
                 *where, hint=f"set streamlets.{name}.kubernetes.executor.instances or executor.cores so that "
                              f"instances x cores >= {partitions}"))
+            continue
+        edges = _edges_from(r, name)
+        if edges:  # Real-Time Mode cannot use foreachBatch: Spark's Kafka sink, at-least-once (runtime.exactly_once)
+            problems.append(make_problem("at-least-once-edge", _at_least_once(edges, "Real-Time Mode's Kafka sink"), *where,
+                                         hint="run it with a micro-batch trigger where downstream has a watermark"))
     return problems
 
 

@@ -551,3 +551,18 @@ def test_real_time_with_fewer_cores_than_partitions_is_refused():
     assert build_realtime("streamlets.alerts.trigger=micro-batch")[0] == 0  # the config overrides the class
     code, out, err = build_realtime("streamlets.alerts.trigger=sometimes")
     assert code == 1 and "is not a trigger" in err
+
+
+def test_real_time_streamlet_with_consumers_gets_an_at_least_once_edge_warning(tmp_path):
+    """Real-Time Mode's outlets use Spark's Kafka sink (no foreachBatch, no transaction): verify
+    names each edge from a real-time streamlet as at-least-once; micro-batch streamlets get none."""
+    conf = write(tmp_path, "rt.conf", "streamlets.enrich.trigger = real-time\n"
+                                      "streamlets.enrich.kubernetes.executor.cores = 8\n")
+    result = runner.invoke(app, ["verify", str(BLUEPRINT), "--config", str(conf), "--format", "json"])
+    problems = [(p["code"], p["severity"], p["message"]) for p in json.loads(result.stdout)["problems"]]
+    assert [code for code, _, _ in problems] == ["at-least-once-edge"], problems
+    [(_, severity, message)] = problems
+    assert severity == "warning" and "enrich.out -> enriched-flights -> stats.in" in message
+    assert "Real-Time Mode's Kafka sink" in message
+    plain = runner.invoke(app, ["verify", str(BLUEPRINT), "--format", "json"])
+    assert json.loads(plain.stdout)["problems"] == []
