@@ -11,6 +11,7 @@ The scopes are Cloudflow's, without its `cloudflow.` prefix:
     streamlets.<name>.kubernetes.driver|executor.cores|core-limit|memory|memory-overhead = value
     streamlets.<name>.kubernetes.executor.instances = n  executors (the streamlet's scale)
     streamlets.<name>.kubernetes.labels|annotations.<k> = text
+    streamlets.<name>.delivery = exactly-once|at-least-once  its Kafka outlets (default exactly-once)
     runtimes.spark.config.<spark.* key> = value          every Spark streamlet
     runtimes.spark.kubernetes.<as above>                 every Spark streamlet
     topics.<id>.partitions|replication-factor = n        a topic of the blueprint
@@ -35,7 +36,7 @@ from streamlets.errors import ConfigError
 
 from .loader import HOCON_SUFFIXES, BlueprintLoadError, _hocon_root, _yaml_root
 from .problems import Problem, make_problem
-from .scopes import (CONFIG_PARAMETERS, KUBERNETES, ON_FAILURE, ON_FAILURE_MODES, POD_KEYS, POD_METADATA, POD_ROLES, RUNTIME_SECTIONS,
+from .scopes import (CONFIG_PARAMETERS, DELIVERY, KUBERNETES, STREAMLET_SETTINGS, POD_KEYS, POD_METADATA, POD_ROLES, RUNTIME_SECTIONS,
                      RUNTIMES, SPARK, STREAMLET_SECTIONS, STREAMLETS, TOP_LEVEL, TOPIC_SETTINGS, TOPICS, VOLUME_MOUNTS,
                      parse_scope)
 from .verify import Resolved
@@ -190,19 +191,28 @@ def _check_entry(r: Resolved, e: Entry) -> list[Problem]:
 
 
 def _check_streamlet_entry(r: Resolved, e: Entry, problem) -> list[Problem]:
-    if len(e.parts) == 3 and e.parts[2] == ON_FAILURE:  # streamlets.<name>.on-failure (streamlets.runtime.quarantine)
-        if e.parts[1] not in r.blueprint.streamlets:
-            return problem("unknown-config-key", f"the blueprint has no streamlet {e.parts[1]!r}",
-                           f"streamlets: {', '.join(sorted(r.blueprint.streamlets))}")
-        if e.value not in ON_FAILURE_MODES:
-            return problem("invalid-config-value", f"{e.value!r} is not an on-failure mode",
-                           "use stop (a failed query stays failed) or quarantine (poison records go to the dead-letter topic)")
-        return []
     scope = parse_scope(e.parts)
+    if scope.is_streamlet_setting():  # streamlets.<name>.on-failure | delivery (blueprint.scopes)
+        name, setting = str(scope.owner), str(scope.section)
+        if name not in r.blueprint.streamlets:
+            return problem("unknown-config-key", f"the blueprint has no streamlet {name!r}",
+                           f"streamlets: {', '.join(sorted(r.blueprint.streamlets))}")
+        modes = STREAMLET_SETTINGS[setting]
+        if e.value not in modes:
+            article = "an" if setting[0] in "aeiou" else "a"
+            return problem("invalid-config-value", f"{e.value!r} is not {article} {setting} mode", f"use one of {', '.join(modes)}")
+        edges = _edges_from(r, name) if (setting, e.value) == (DELIVERY, "at-least-once") else []
+        if edges:
+            return problem(
+                "at-least-once-edge", f"at-least-once edge(s) {'; '.join(edges)}: a failed micro-batch's partial "
+                "output is visible downstream, out of event-time order (a downstream watermark may drop its replay)",
+                "leave delivery unset (exactly-once) unless downstream deduplicates and has no watermark")
+        return []
     if not scope.complete:
         return problem("unknown-config-key", "streamlet settings are streamlets.<name>.<section>.<key> with section "
-                                             f"one of {', '.join(STREAMLET_SECTIONS)}")
-    name, section, rest = scope.owner, scope.section, scope.item
+                                             f"one of {', '.join(STREAMLET_SECTIONS)}, or streamlets.<name>.<setting> "
+                                             f"with setting one of {', '.join(STREAMLET_SETTINGS)}")
+    name, section, rest = str(scope.owner), str(scope.section), scope.item
     if name not in r.blueprint.streamlets:
         return problem("unknown-config-key", f"the blueprint has no streamlet {name!r}",
                        f"streamlets: {', '.join(sorted(r.blueprint.streamlets))}")
@@ -232,6 +242,16 @@ def _check_streamlet_entry(r: Resolved, e: Entry, problem) -> list[Problem]:
     except ConfigError as err:
         return problem("invalid-config-value", str(err))
     return []
+
+
+def _edges_from(r: Resolved, name: str) -> list[str]:
+    """`<name>.<outlet> -> <topic> -> <consumer>.<inlet>` for every consumer of the streamlet's outlets."""
+    edges = []
+    for topic_id, topic in r.blueprint.topics.items():
+        outlets = [str(ref.path) for ref in topic.producers if ref.path and ref.path.streamlet == name]
+        for out in outlets:
+            edges += [f"{out} -> {topic_id} -> {ref.path}" for ref in topic.consumers if ref.path]
+    return edges
 
 
 def _check_spark_key(key: str, value: Any, problem) -> list[Problem]:

@@ -115,6 +115,8 @@ CODES: dict[str, Code] = {
     "unknown-config-key": Code("error", "config", "a config key outside the known scopes, or naming an unknown streamlet, topic, parameter or mount"),
     "invalid-config-value": Code("error", "config", "a value of the wrong type or failing its parameter's validation"),
     "missing-config-value": Code("error", "config", "a config parameter without default and without a value"),
+    "at-least-once-edge": Code("warning", "config", "a streamlet set to delivery at-least-once: names each edge "
+                               "from its outlets, where a failed micro-batch's partial output is visible downstream"),
 }
 
 

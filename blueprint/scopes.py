@@ -19,15 +19,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from streamlets.runtime import exactly_once as _exactly_once
+from streamlets.runtime import quarantine as _quarantine
+
 STREAMLETS, RUNTIMES, TOPICS, KAFKA = "streamlets", "runtimes", "topics", "kafka"
 TOP_LEVEL = (STREAMLETS, RUNTIMES, TOPICS, KAFKA)
 DEPLOY_ONLY_TOP_LEVEL = (RUNTIMES, TOPICS, KAFKA)  # the sandbox reads runtimes.spark.config only
 CONFIG_PARAMETERS, VOLUME_MOUNTS, SPARK, KUBERNETES = "config-parameters", "volume-mounts", "spark", "kubernetes"
 STREAMLET_SECTIONS = (CONFIG_PARAMETERS, VOLUME_MOUNTS, SPARK, KUBERNETES)
-# Single settings of a streamlet, `streamlets.<name>.<setting> = value` (no item), and their values.
-ON_FAILURE = "on-failure"  # streamlets.runtime.quarantine
-ON_FAILURE_MODES = ("stop", "quarantine")
-STREAMLET_SETTINGS = (ON_FAILURE,)
+# Single settings of a streamlet, `streamlets.<name>.<setting> = value` (no item): their values,
+# from the runtime module that acts on each.
+ON_FAILURE = "on-failure"  # streamlets.runtime.quarantine: stop (default) or quarantine
+DELIVERY = "delivery"  # streamlets.runtime.exactly_once: exactly-once (default) or at-least-once
+ON_FAILURE_MODES = _quarantine.ON_FAILURE
+DELIVERY_MODES = _exactly_once.DELIVERY_MODES
+STREAMLET_SETTINGS: dict[str, tuple[str, ...]] = {ON_FAILURE: ON_FAILURE_MODES, DELIVERY: DELIVERY_MODES}
 RUNTIME_SECTIONS = ("config", KUBERNETES)  # of runtimes.spark: Spark settings, pod settings
 TOPIC_SETTINGS = ("partitions", "replication-factor")  # and config.<key>
 POD_ROLES = ("driver", "executor")
@@ -59,6 +65,10 @@ class Scope:
     def is_streamlet(self, *sections: str) -> bool:
         """A complete streamlets.<name>.<section>.<item> key, in one of `sections` (any if none)."""
         return self.top == STREAMLETS and self.complete and (not sections or self.section in sections)
+
+    def is_streamlet_setting(self) -> bool:
+        """A streamlets.<name>.<setting> key of STREAMLET_SETTINGS (on-failure, delivery)."""
+        return self.top == STREAMLETS and self.owner is not None and self.section in STREAMLET_SETTINGS and not self.rest
 
     def is_runtime(self, section: str) -> bool:
         """A complete runtimes.spark.<section>.<item> key."""

@@ -2,13 +2,15 @@
 
 Names: a blueprint topic's Kafka name is `Topic.kafka_name(app_id)` (blueprint.model); the
 dead-letter topic is `<app>.dead-letters`; the control stream's are `<app>.control` and
-`<app>.control-results` (streamlets.runtime.control, one partition each: commands stay in order).
+`<app>.control-results` (streamlets.runtime.control, one partition each: commands stay in order);
+exactly-once outlets' batch ledger is `<app>.outlet-batches` (streamlets.runtime.exactly_once, one partition).
 """
 
 from __future__ import annotations
 
 from streamlets.logical_types import mismatches as logical_mismatches
 from streamlets.runtime.control import control_topic, results_topic
+from streamlets.runtime.exactly_once import LEDGER_CONFIG, ledger_topic
 
 from .model import Blueprint
 
@@ -25,6 +27,7 @@ def application_topics(bp: Blueprint) -> list[tuple[str, int, dict[str, str]]]:
     topics = [(t.kafka_name(bp.app_id), t.partitions, dict(t.config)) for t in bp.topics.values()]
     topics.append((dead_letter_topic(bp), 1, {}))
     topics += [(control_topic(bp.app_id), 1, {}), (results_topic(bp.app_id), 1, {})]
+    topics.append((ledger_topic(bp.app_id), 1, dict(LEDGER_CONFIG)))  # exactly-once outlets' batch ledger (compacted)
     return topics
 
 

@@ -32,7 +32,7 @@ from ..configcheck import Entry, check_config
 from .crd import API_VERSION, KIND
 from ..model import Blueprint
 from ..problems import Problem, make_problem, report_order
-from ..scopes import CONFIG_PARAMETERS, KAFKA, ON_FAILURE, RUNTIMES, SPARK, STREAMLETS, TOPICS, VOLUME_MOUNTS, parse_scope
+from ..scopes import CONFIG_PARAMETERS, DELIVERY, KAFKA, ON_FAILURE, RUNTIMES, SPARK, STREAMLETS, TOPICS, VOLUME_MOUNTS, parse_scope
 from ..topics import dead_letter_topic, topic_bindings
 from ..verify import Resolved, check
 from ..errors import BlueprintError
@@ -165,6 +165,7 @@ class _Settings:
         self.topics: dict[str, dict[str, Any]] = {}
         self.topic_config: dict[str, dict[str, Any]] = {}
         self.bootstrap_servers: str | None = None
+        self.delivery: dict[str, str] = {}  # streamlets.<name>.delivery
         for e in entries:
             self._add(e)
 
@@ -175,6 +176,8 @@ class _Settings:
             name, section = scope.owner, scope.section
             if section == ON_FAILURE:
                 self.on_failure[name] = str(e.value)
+            elif section == DELIVERY:
+                self.delivery[name] = str(e.value)
             elif section == CONFIG_PARAMETERS:
                 self.params.setdefault(name, {})[scope.item] = e.value
             elif section == VOLUME_MOUNTS:
@@ -238,6 +241,7 @@ def _streamlet(bp: Blueprint, r: Resolved, name: str, s: _Settings) -> dict[str,
         "writerSchemas": {inlet: schema_text(schema) for inlet, schema in writers.items()},
         "labels": {k: _text(v) for (kind, k), v in kube.items() if kind == "labels"},
         "annotations": {k: _text(v) for (kind, k), v in kube.items() if kind == "annotations"},
+        "delivery": s.delivery.get(name),
     }
     entry.update((k, v) for k, v in optional.items() if v)
     entry["descriptor"] = _descriptor(descriptor)  # last: long (schemas), and read by tools more than people

@@ -13,12 +13,13 @@ on top. Values are checked against the streamlets' declarations before anything 
 
 from __future__ import annotations
 
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import BlueprintError
-from ..scopes import (CONFIG_PARAMETERS, DEPLOY_ONLY_TOP_LEVEL, KUBERNETES, ON_FAILURE, ON_FAILURE_MODES, STREAMLETS, VOLUME_MOUNTS, parse_scope,
+from ..scopes import (CONFIG_PARAMETERS, DEPLOY_ONLY_TOP_LEVEL, KUBERNETES, STREAMLET_SETTINGS, STREAMLETS, VOLUME_MOUNTS, parse_scope,
                       spark_text)
 from ..scopes import STREAMLET_SECTIONS as SECTIONS
 
@@ -37,6 +38,7 @@ class StreamletSettings:
     volume_mounts: dict[str, str] = field(default_factory=dict)
     spark: dict[str, str] = field(default_factory=dict)
     on_failure: str | None = None  # streamlets.<name>.on-failure: stop | quarantine (streamlets.runtime.quarantine)
+    delivery: str | None = None  # streamlets.<name>.delivery: exactly-once (default) or at-least-once
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -105,13 +107,14 @@ def load_settings(
     sources.append(("command line", Path.cwd(), [parse_override(o) for o in overrides]))
     for where, base, pairs in sources:
         for key, value in pairs:
-            parts = key.split(".", 3)
-            if len(parts) == 3 and parts[0] == STREAMLETS and parts[2] == ON_FAILURE and parts[1] in names:
-                if value not in ON_FAILURE_MODES:
-                    raise LocalConfigError(f"{where}: {key!r}: on-failure is 'stop' or 'quarantine', not {value!r}")
-                settings[parts[1]].on_failure = value
-                continue
             scope = parse_scope(key.split("."))
+            if scope.is_streamlet_setting() and scope.owner in names:
+                setting = str(scope.section)
+                modes = STREAMLET_SETTINGS[setting]
+                if value not in modes:
+                    raise LocalConfigError(f"{where}: {key!r}: {value!r} is not one of {', '.join(modes)}")
+                setattr(settings[str(scope.owner)], setting.replace("-", "_"), value)
+                continue
             if not scope.is_streamlet():
                 raise LocalConfigError(f"{where}: {key!r} is not of the form streamlets.<name>.<section>.<key>")
             name, section, item = scope.owner, scope.section, scope.item

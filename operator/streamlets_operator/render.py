@@ -177,6 +177,7 @@ def run_config(spec: dict[str, Any], streamlet: dict[str, Any]) -> dict[str, Any
         volume_mounts={m["name"]: m["path"] for m in d.get("volume_mounts") or []},
         checkpoint_root=f"{CHECKPOINT_DIR}/{spec['appId']}/{streamlet['name']}",
         dead_letter_topic=spec.get("deadLetterTopic"),
+        delivery=streamlet.get("delivery") or "exactly-once",
         spark_conf=dict(streamlet.get("sparkConf") or {}),
         savepoint_root=savepoints.get("directory") or f"{CHECKPOINT_DIR}/savepoints",
         state_dump_root=f"{CHECKPOINT_DIR}/dumps",

@@ -42,6 +42,10 @@ def desired_topics(spec: dict[str, Any]) -> list[Topic]:
         for tid, name in (("control", control_topic(spec["appId"])), ("control-results", results_topic(spec["appId"]))):
             if name not in {t.name for t in out}:
                 out.append(Topic(tid, name, 1, repl, {}, True))
+        from streamlets.runtime.exactly_once import LEDGER_CONFIG, ledger_topic  # exactly-once outlets' batch ledger
+
+        if ledger_topic(spec["appId"]) not in {t.name for t in out}:
+            out.append(Topic("outlet-batches", ledger_topic(spec["appId"]), 1, repl, dict(LEDGER_CONFIG), True))
     return out
 
 

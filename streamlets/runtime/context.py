@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .codec import MALFORMED, check_logical_types, decode_value, encode_outlet, record_columns
 from ..config import StreamletConfig
 from .deadletter import DeadLetterWriter, InletRead, observation_name
+from .exactly_once import EXACTLY_ONCE, delivery_for, transactional_stream_writer
 from ..ports import AvroInlet, AvroOutlet, Port
 from .runconfig import StreamletRunConfig
 from ..schema import AvroSchema
@@ -136,10 +137,19 @@ class StreamletContext:
         outlet's partition key, with its own checkpoint. Columns are matched to the schema's
         fields by name; extra columns are ignored, missing ones raise SchemaMismatchError.
         `output_mode` is Spark's (append, update); `query_name` defaults to the outlet's name.
+
+        On Kafka the outlet is exactly-once unless the run config's `delivery` is at-least-once:
+        each micro-batch is one Kafka transaction (runtime.exactly_once, through foreachBatch);
+        otherwise Spark's Kafka sink (at-least-once).
         """
         encoded = encode_outlet(df, outlet.schema, outlet.key, f"streamlet {self.name!r}, outlet {outlet.name!r}")
-        writer = self.transport.write_stream(encoded, self.topic(outlet)).outputMode(output_mode)
-        return self.start_query(writer, query_name or outlet.name)
+        query_name = query_name or outlet.name
+        if delivery_for(self.run.delivery, self.transport, self.run.dry_run) == EXACTLY_ONCE:
+            # One Kafka transaction per micro-batch (runtime.exactly_once); Real-Time Mode cannot.
+            writer = transactional_stream_writer(self, encoded, self.topic(outlet), query_name)
+        else:
+            writer = self.transport.write_stream(encoded, self.topic(outlet))
+        return self.start_query(writer.outputMode(output_mode), query_name)
 
     def start_query(self, writer: "DataStreamWriter", query_name: str) -> "StreamingQuery":
         """Start any query (file sinks, foreachBatch...) with the streamlet's checkpoint, trigger

@@ -7,7 +7,7 @@ Secret the driver pod reads; the test kit builds it for a temporary folder.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -35,6 +35,9 @@ class StreamletRunConfig(BaseModel):
     available_now: bool = Field(default=False, description="process what is there, then stop (Trigger.AvailableNow)")
     max_offsets_per_trigger: int | None = Field(default=None, description="Kafka source maxOffsetsPerTrigger (records per micro-batch)")
     spark_conf: dict[str, str] = Field(default_factory=dict)
+    delivery: Literal["exactly-once", "at-least-once"] = Field(
+        default="exactly-once", description="Kafka outlets: exactly-once (one Kafka transaction per micro-batch, "
+        "streamlets.runtime.exactly_once) or at-least-once (Spark's Kafka sink); config streamlets.<name>.delivery")
     savepoint_root: str | None = Field(default=None, description="where savepoints go (a folder or Hadoop URI); "
                                        "None: `savepoints` next to the application's checkpoint folder")
     state_dump_root: str | None = Field(default=None, description="where dump-state commands write; None: `dumps` "

@@ -20,7 +20,8 @@ KAFKA_COLUMNS = "key binary, value binary, topic string, partition int, offset l
 class KafkaTransport:
     """Spark's Kafka source and sink (spark-sql-kafka-0-10) on `bootstrap_servers`.
 
-    `options` are passed through (e.g. kafka.security.protocol); the source starts at the
+    `options` are passed through (e.g. kafka.security.protocol); streams read with
+    `kafka.isolation.level=read_committed` (exactly-once outlets, runtime.exactly_once); the source starts at the
     earliest offset when a query has no checkpoint (Kafka `startingOffsets`), and does not
     fail when offsets were deleted by retention (`failOnDataLoss=false` would hide loss, so it
     stays true unless set).
@@ -37,7 +38,10 @@ class KafkaTransport:
         return reader
 
     def read_stream(self, spark: "SparkSession", topic: str, max_offsets_per_trigger: int | None = None) -> "DataFrame":
-        reader = self._reader(spark.readStream).option("subscribe", topic).option("startingOffsets", "earliest")
+        # read_committed: only committed transactions (exactly-once outlets: whole micro-batches);
+        # records of non-transactional producers are read as before.
+        reader = (self._reader(spark.readStream).option("subscribe", topic).option("startingOffsets", "earliest")
+                  .option("kafka.isolation.level", "read_committed"))
         if max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
         return reader.load()

@@ -110,20 +110,33 @@ def produce(bootstrap: str, topic: str, values: list[tuple[int, bytes | None]]) 
 
 
 def read_topic(bootstrap: str, topic: str, timeout: float = 30) -> list:
-    """Every record of `topic` (confluent_kafka Messages), up to its current end offsets."""
+    """Every committed record of `topic` (confluent_kafka Messages), up to its current end offsets.
+
+    Outlets are exactly-once by default: each micro-batch's transaction leaves a commit marker
+    after its records in each partition it wrote, so a partition is read to the end when its last
+    record is at end - 1 (no marker) or end - 2 (a marker last)."""
     ends = end_offsets(bootstrap, topic)
-    wanted = sum(ends.values())
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}", "enable.auto.commit": False})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
-    out, deadline = [], time.monotonic() + timeout
-    try:
-        while len(out) < wanted and time.monotonic() < deadline:
+    out, last, deadline = [], {p: -1 for p in ends}, time.monotonic() + timeout
+
+    def done(slack: int = 1) -> bool:
+        return all(last[p] >= end - 1 - slack for p, end in ends.items() if end > 0)
+
+    try:  # at end - 2 the last offset may be a marker or a record still to come: poll 2 s more
+        quiet_polls = 0
+        while not done(0) and not (done(1) and quiet_polls >= 4) and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is not None and msg.error() is None:
                 out.append(msg)
+                last[msg.partition()] = msg.offset()
+                quiet_polls = 0
+            else:
+                quiet_polls += 1
     finally:
         consumer.close()
-    assert len(out) == wanted, f"read {len(out)} of {wanted} records of {topic}"
+    assert done(), f"read {len(out)} records of {topic}, up to offsets {last} of {ends}"
     return out
 
 

@@ -494,3 +494,22 @@ def test_cli_is_in_the_help():
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0 and "build" in result.stdout
     assert os.path.exists(crd.CRD_PATH)
+
+
+def test_delivery_reaches_the_run_config(tmp_path):
+    """streamlets.<name>.delivery goes into the resource (checked by the CRD) and the run config
+    the operator renders; absent, the streamlet is exactly-once; a bad value is one problem."""
+    from streamlets_operator.render import run_config
+
+    conf = write(tmp_path, "deploy.conf", "streamlets.stats.delivery = at-least-once\n")
+    resource = built(conf=[conf])
+    assert schema_errors(resource) == []
+    assert streamlet(resource, "stats")["delivery"] == "at-least-once"
+    assert run_config(resource["spec"], streamlet(resource, "stats"))["delivery"] == "at-least-once"
+    assert run_config(resource["spec"], streamlet(resource, "enrich"))["delivery"] == "exactly-once"
+    from streamlets_operator.topics import desired_topics
+
+    ledger = [t for t in desired_topics(resource["spec"]) if t.id == "outlet-batches"]
+    assert [(t.name, t.partitions) for t in ledger] == [("flight-delays.outlet-batches", 1)]
+    code, _, err = build(conf=[write(tmp_path, "bad.conf", "streamlets.stats.delivery = sometimes\n")])
+    assert code != 0 and "'sometimes' is not a delivery mode" in err, err

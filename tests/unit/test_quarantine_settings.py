@@ -110,7 +110,7 @@ def test_on_failure_in_the_local_config(tmp_path):
     conf.write_text("streamlets { enrich.on-failure = quarantine }\n")
     settings = load_settings(conf, ["streamlets.stats.on-failure=stop"], ["enrich", "stats"])
     assert settings["enrich"].on_failure == "quarantine" and settings["stats"].on_failure == "stop"
-    with pytest.raises(LocalConfigError, match="on-failure is 'stop' or 'quarantine'"):
+    with pytest.raises(LocalConfigError, match="'skip' is not one of stop, quarantine"):
         load_settings(None, ["streamlets.enrich.on-failure=skip"], ["enrich"])
 
 

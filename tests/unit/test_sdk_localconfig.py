@@ -132,3 +132,14 @@ def test_a_deploy_config_runs_in_the_sandbox(tmp_path):
     assert s["stats"].spark == {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
     assert s["ingress"].spark == {"spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false"}
     assert s["stats"].config_parameters == {} and s["stats"].volume_mounts == {}
+
+
+def test_delivery_per_streamlet(tmp_path):
+    """streamlets.<name>.delivery: at-least-once opts a streamlet's Kafka outlets out of
+    exactly-once (runtime.exactly_once); unset is None (the run config's default, exactly-once)."""
+    path = write(tmp_path, "local.conf", "streamlets.stats.delivery = at-least-once\n")
+    s = load_settings(path, [], NAMES)
+    assert s["stats"].delivery == "at-least-once" and s["ingress"].delivery is None
+    assert load_settings(None, ["streamlets.ingress.delivery=exactly-once"], NAMES)["ingress"].delivery == "exactly-once"
+    with pytest.raises(LocalConfigError, match="'at-most-once' is not one of exactly-once, at-least-once"):
+        load_settings(write(tmp_path, "b.conf", "streamlets.stats.delivery = at-most-once\n"), [], NAMES)

@@ -211,6 +211,8 @@ CASES: dict[str, tuple] = {
                              "'forever' is not a duration"),
     "missing-config-value": (SOUND.replace("K.Sink", "K.Tuned"), None, {}, "streamlets.sink.spark { spark.x = 1 }\n",
                              (3, 3), "config parameter 'limit' (int32) has no default and no value"),
+    "at-least-once-edge": (SOUND, None, {}, "streamlets.src.delivery = at-least-once\n", (1, 16),
+                           "at-least-once edge(s) src.out -> t -> sink.in"),
 }
 GROUPS_BY_HEADING = {heading: group for group, heading in GROUPS.items()}
 NOT_IN_TABLE = {"unreadable-file", "unreadable-config"}  # exit status 2: tested in test_cli_verify.py

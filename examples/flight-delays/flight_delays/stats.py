@@ -13,9 +13,10 @@ class DepartureDelayStats(Streamlet):
     """Per origin airport and scheduled-departure hour (1-hour event-time windows on
     sched_dep_time): number of flights, cancelled flights, mean and max departure delay.
 
-    Records are deduplicated by flight_id first: Kafka-to-Kafka delivery is at-least-once, so a
-    streamlet upstream that is restarted mid-batch replays it and a flight can arrive twice;
-    dropping repeats of the natural key makes the counts exact. Output mode update: every
+    Records are deduplicated by flight_id first: Kafka-to-Kafka delivery is exactly-once by
+    default, but an upstream streamlet set to `delivery = at-least-once` replays a batch killed
+    midway and a flight can arrive twice; dropping repeats of the natural key keeps the counts
+    exact then too. Output mode update: every
     micro-batch emits the current value of each window it changed (stamped with the batch's
     updated_at), so a finite input is emitted completely without waiting for the watermark to
     pass the end of the data. Keyed by (origin, window_start): on a compacted topic the latest

@@ -1,0 +1,373 @@
+"""Exactly-once outlets: one Kafka transaction per micro-batch, written from the driver.
+
+Spark's Kafka sink is at-least-once and writes from every task on its own: a micro-batch that
+fails after some tasks wrote leaves part of its output visible, out of event-time order. A
+downstream streamlet's watermark can then jump ahead, and when the batch is replayed its records
+arrive late and are dropped (issue 16). Per-task transactions would not help: the batch must
+become visible AS A WHOLE.
+
+So an exactly-once outlet writes through `foreachBatch`: the batch's rows (already encoded by
+`codec.encode_outlet`: key string, Avro value) are streamed to the driver
+(`DataFrame.toArrow()`: columnar, the whole micro-batch in the driver's memory, so bound
+batches with maxOffsetsPerTrigger; or `toLocalIterator`, two Spark partitions at a time) and
+produced by one transactional confluent-kafka producer in ONE Kafka transaction:
+
+- `transactional.id` = `<app>.<streamlet>.<query>`, stable across restarts: a restarted driver's
+  `init_transactions` fences the previous one (a zombie can no longer commit) and aborts its
+  open transaction.
+- The batch id is committed in the same transaction: one record in the ledger topic
+  `<app>.outlet-batches` (1 partition, compacted), key = the transactional.id, value = JSON
+  `{"batch": <batch id>, "fingerprint": ...}`, the fingerprint being a hash of the batch's entry
+  in the checkpoint's offset log (`<checkpoint>/offsets/<batch id>`: the input offsets and batch
+  timestamp Spark planned). On start the writer reads the ledger (read_committed) for its key's
+  last record. When Spark replays a batch whose transaction committed but whose commit-log entry
+  was not written (killed in between), it replays that same offset-log entry: batch id and
+  fingerprint match the ledger, and the batch is skipped, not written twice. Any other batch is
+  written: a fresh checkpoint (reset state) or one restored from a savepoint plans new
+  offset-log entries, whose fingerprints differ even where batch ids repeat.
+  (A record, not `send_offsets_to_transaction` to a consumer group: that call needs the group
+  coordinator, and librdkafka can block in it past its timeout once the coordinator's broker
+  went away and came back, confluentinc/librdkafka#5456 and #5511: a broker restart stalled the
+  streamlet.)
+- Records are partitioned like Spark's Kafka sink (Java's murmur2 of the key; librdkafka
+  `partitioner=murmur2_random`), so keys land on the same partitions either way.
+
+Inlets read with `kafka.isolation.level=read_committed` (transport.KafkaTransport), so
+consumers see a batch's records only after its commit, and never an aborted batch's.
+
+Not covered: Real-Time Mode queries cannot use foreachBatch; their Kafka sink stays
+at-least-once (see `delivery_for`). Dead letters are written by their own producer outside the
+batch's transaction: at-least-once (runtime.deadletter).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
+
+from ..kafka_logging import client_config
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+log = logging.getLogger("streamlets.exactly_once")
+
+EXACTLY_ONCE = "exactly-once"
+AT_LEAST_ONCE = "at-least-once"
+DELIVERY_MODES = (EXACTLY_ONCE, AT_LEAST_ONCE)
+# The ledger topic's config: compacted, so it keeps about one record per outlet query.
+LEDGER_CONFIG = {"cleanup.policy": "compact"}
+# Broker default of transaction.max.timeout.ms: a micro-batch may take up to 15 minutes to produce.
+TRANSACTION_TIMEOUT_MS = 900_000
+# Spark Kafka options (kafka.<librdkafka name>) that the transactional producer takes over.
+_PASSED_OPTIONS = ("security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password",
+                   "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
+                   "ssl.endpoint.identification.algorithm", "client.id")
+
+
+def _retried_codes() -> tuple[int, ...]:
+    from confluent_kafka import KafkaError
+
+    return (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+            KafkaError._TIMED_OUT, KafkaError.UNKNOWN_TOPIC_OR_PART)
+
+
+_RETRIED: tuple[int, ...] = ()
+# How long a transactional call is retried while Kafka calls its error retriable (a restarted
+# broker loading its transaction and group coordinators answers COORDINATOR_LOAD_IN_PROGRESS).
+RETRY_SECONDS = 120.0
+# Attempts at a micro-batch's whole transaction (abortable errors: abort, produce it again).
+BATCH_ATTEMPTS = 3
+T = TypeVar("T")
+
+
+def _retrying(what: str, call: Callable[[], T], seconds: float = RETRY_SECONDS) -> T:
+    """`call()`, called again (0.5 s apart, up to `seconds`) while it raises a KafkaException whose
+    error is retriable and needs no abort: what confluent-kafka documents for init_transactions,
+    send_offsets_to_transaction and commit_transaction. Other errors are raised at once."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return call()
+        except KafkaException as e:
+            err: Any = e.args[0] if e.args else None
+            retriable = hasattr(err, "retriable") and err.retriable() and not err.txn_requires_abort()
+            if not retriable or time.monotonic() > deadline:
+                raise
+            log.info("%s: %s; retrying", what, err)
+            time.sleep(0.5)
+
+
+def ledger_topic(app_id: str) -> str:
+    """The application's batch ledger topic, `<app>.outlet-batches` (1 partition, compacted: one
+    record per outlet query and micro-batch, written in the batch's transaction)."""
+    return f"{app_id}.outlet-batches"
+
+
+def transactional_id(app_id: str, streamlet: str, query: str) -> str:
+    """The outlet query's Kafka `transactional.id`: `<app>.<streamlet>.<query>`."""
+    return f"{app_id}.{streamlet}.{query}"
+
+
+class ExactlyOnceError(RuntimeError):
+    """A Kafka transaction of an exactly-once outlet failed (the micro-batch fails and is retried
+    by the query's restart)."""
+
+
+class TransactionalBatchWriter:
+    """The `foreachBatch` function of an exactly-once outlet: `writer(df, batch_id)`.
+
+    `df` has columns `key` (string or null) and `value` (binary), as `codec.encode_outlet` builds
+    them. `bootstrap_servers` is Kafka's bootstrap.servers; `kafka_options` are the transport's
+    Spark options (`kafka.<name>`; the security/SSL/SASL ones are passed to librdkafka). Raises
+    ExactlyOnceError when the transaction cannot be committed (it is aborted first).
+
+    `collect` is how the batch reaches the driver: "arrow" (default) or "iterator" (see _rows).
+    `before_commit(batch_id, produced)` is a test hook called after the batch's records were
+    produced and before the commit (raise there to simulate a crash mid-transaction).
+    """
+
+    def __init__(self, bootstrap_servers: str, topic: str, *, app_id: str, streamlet: str, query: str,
+                 kafka_options: Mapping[str, str] | None = None, checkpoint: str | None = None,
+                 storage: Any = None, collect: str = "arrow", before_commit: Callable[[int, int], None] | None = None) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.topic = topic
+        self.transactional_id = transactional_id(app_id, streamlet, query)
+        self.ledger = ledger_topic(app_id)
+        self.options = {k[len("kafka."):]: v for k, v in (kafka_options or {}).items()
+                        if k.startswith("kafka.") and k[len("kafka."):] in _PASSED_OPTIONS}
+        self.before_commit = before_commit
+        self.checkpoint = checkpoint
+        self.storage = storage
+        self.collect = collect
+        self._producer: Any = None
+        self._last: tuple[int, str] | None = None  # the ledger: last committed batch id, its fingerprint
+        self.written_batches: list[int] = []
+        self.skipped_batches: list[int] = []
+
+    # -- setup --------------------------------------------------------------------------------
+
+    def _common(self) -> dict[str, Any]:
+        """Client settings shared by the producer, the ledger consumer and the admin client; their
+        librdkafka log lines go to the `streamlets.kafka` logger (kafka_logging), not stderr."""
+        return client_config({"bootstrap.servers": self.bootstrap_servers, **self.options})
+
+    def _start(self) -> None:
+        """Create the producer (fencing any earlier one of the same transactional.id, whose open
+        transaction the broker aborts), then read the ledger: the last batch committed."""
+        from confluent_kafka import KafkaException, Producer
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        global _RETRIED
+        _RETRIED = _RETRIED or _retried_codes()
+
+        # Normally created with the application's topics; created here when missing.
+        admin = AdminClient(self._common())
+        for fut in admin.create_topics([NewTopic(self.ledger, 1, 1, config=LEDGER_CONFIG)], request_timeout=30).values():
+            try:
+                fut.result(60)
+            except Exception as e:  # exists already, or no rights: then it must exist
+                log.debug("ledger topic %s not created here: %s", self.ledger, e)
+        producer = Producer({
+            **self._common(),
+            "transactional.id": self.transactional_id,
+            "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+            "enable.idempotence": True,
+            "partitioner": "murmur2_random",  # Java's default partitioner: Spark's Kafka sink's partitions
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "compression.type": "lz4",
+        })
+        try:
+            _retrying(f"starting transactions of {self.transactional_id}", lambda: producer.init_transactions(30))
+        except KafkaException as e:
+            raise ExactlyOnceError(f"outlet topic {self.topic!r}: Kafka transactions of {self.transactional_id!r} "
+                                   f"could not start at {self.bootstrap_servers}: {e}") from e
+        # After init_transactions: this id's earlier transaction is committed or aborted by now.
+        self._last = self._read_ledger()
+        self._producer = producer
+        log.info("exactly-once outlet %s -> %s: last committed batch %s", self.transactional_id, self.topic, self._last)
+
+    def _read_ledger(self) -> tuple[int, str] | None:
+        """(batch id, fingerprint) of this outlet query's last committed ledger record, or None.
+        Reads partition 0 of the ledger from the start to its end (read_committed: the last stable
+        offset), retrying while the broker is not ready (up to RETRY_SECONDS)."""
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+        consumer = Consumer({**self._common(), "group.id": f"{self.transactional_id}.ledger", "enable.auto.commit": False,
+                             "isolation.level": "read_committed", "enable.partition.eof": True})
+        key = self.transactional_id.encode()
+        last = None
+        deadline = time.monotonic() + RETRY_SECONDS
+        try:
+            consumer.assign([TopicPartition(self.ledger, 0, OFFSET_BEGINNING)])
+            while True:
+                msg = consumer.poll(1.0)
+                err = msg.error() if msg is not None else None
+                if msg is None:
+                    pass
+                elif err is None:
+                    value = msg.value()
+                    if msg.key() == key and value:
+                        entry = json.loads(value)
+                        last = (int(entry["batch"]), str(entry.get("fingerprint", "")))
+                    continue
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    return last
+                elif not (err.retriable() or err.code() in _RETRIED):
+                    raise ExactlyOnceError(f"reading the batch ledger {self.ledger!r} at {self.bootstrap_servers} "
+                                           f"failed: {err}")
+                if time.monotonic() > deadline:
+                    raise ExactlyOnceError(f"the batch ledger topic {self.ledger!r} could not be read to its end at "
+                                           f"{self.bootstrap_servers} within {RETRY_SECONDS:.0f} s: create it "
+                                           "(1 partition) with the application's topics")
+        finally:
+            consumer.close()
+
+    def fingerprint(self, batch_id: int) -> str:
+        """sha256 (16 hex digits) of the checkpoint's offset-log entry of `batch_id`; "" without
+        a checkpoint (then a batch id alone identifies a batch: tests)."""
+        if self.checkpoint is None:
+            return ""
+        from .storage import join, storage_for
+
+        storage = self.storage or storage_for(self.checkpoint)
+        text = storage.read_text(join(self.checkpoint, "offsets", str(batch_id)))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    # -- foreachBatch -------------------------------------------------------------------------
+
+    def __call__(self, df: "DataFrame", batch_id: int) -> None:
+        if self._producer is None:
+            self._start()
+        fingerprint = self.fingerprint(batch_id)
+        if self._last == (batch_id, fingerprint):
+            log.info("batch %d of %s is already committed in Kafka: skipped", batch_id, self.topic)
+            self.skipped_batches.append(batch_id)
+            return
+        self._write(df, batch_id, fingerprint)
+        self._last = (batch_id, fingerprint)
+        self.written_batches.append(batch_id)
+
+    def _rows(self, df: "DataFrame"):
+        """The batch's (keys, values) in chunks: with `collect = "arrow"` (the default) the whole
+        batch as Arrow (DataFrame.toArrow: columnar, no Row objects; the batch's encoded records
+        are held in the driver's memory at once: bound batches with maxOffsetsPerTrigger); with
+        "iterator" two Spark partitions at a time (toLocalIterator(prefetchPartitions=True)),
+        slower per record."""
+        keyed = df.select("key", "value")
+        if self.collect == "arrow" and hasattr(keyed, "toArrow"):
+            for b in keyed.toArrow().to_batches(max_chunksize=10_000):
+                yield b.column(0).to_pylist(), b.column(1).to_pylist()
+            return
+        chunk_keys: list = []
+        chunk_values: list = []
+        for key, value in keyed.toLocalIterator(prefetchPartitions=True):
+            chunk_keys.append(key)
+            chunk_values.append(None if value is None else bytes(value))
+            if len(chunk_keys) == 10_000:
+                yield chunk_keys, chunk_values
+                chunk_keys, chunk_values = [], []
+        if chunk_keys:
+            yield chunk_keys, chunk_values
+
+    def _write(self, df: "DataFrame", batch_id: int, fingerprint: str) -> None:
+        """Produce the batch and commit it with its ledger entry in one transaction. Retriable
+        errors are retried in place (_retrying); an abortable one (txn_requires_abort) aborts the
+        transaction and produces the whole batch again, up to BATCH_ATTEMPTS times; a fatal one
+        (fenced by a newer instance of the same transactional.id, ...) raises ExactlyOnceError."""
+        from confluent_kafka import KafkaException
+
+        for attempt in range(1, BATCH_ATTEMPTS + 1):
+            try:
+                produced = self._transaction(df, batch_id, fingerprint)
+            except KafkaException as e:
+                err: Any = e.args[0] if e.args else None
+                fatal = hasattr(err, "fatal") and err.fatal()
+                self._abort(batch_id, fatal)
+                if fatal or attempt == BATCH_ATTEMPTS:
+                    raise ExactlyOnceError(f"batch {batch_id} to {self.topic!r}: the Kafka transaction failed "
+                                           f"(attempt {attempt} of {BATCH_ATTEMPTS}): {e}") from e
+                log.warning("batch %d to %s: the Kafka transaction failed (%s); aborted, producing it again",
+                            batch_id, self.topic, e)
+                if self._producer is None:
+                    self._start()
+                continue
+            except BaseException:
+                self._abort(batch_id, False)
+                raise
+            log.debug("batch %d: %d records committed to %s", batch_id, produced, self.topic)
+            return
+
+    def _abort(self, batch_id: int, fatal: bool) -> None:
+        """Abort the open transaction; a producer that cannot (fatal error, broker gone) is dropped
+        and the next attempt starts a new one (init_transactions aborts what this one left open)."""
+        from confluent_kafka import KafkaException
+
+        if not fatal:
+            try:
+                _retrying(f"aborting batch {batch_id} of {self.topic}", lambda: self._producer.abort_transaction(30), 60)
+                return
+            except KafkaException as abort_error:
+                log.warning("aborting batch %d of %s failed: %s", batch_id, self.topic, abort_error)
+        self._producer = None
+
+    def _transaction(self, df: "DataFrame", batch_id: int, fingerprint: str) -> int:
+        producer, topic = self._producer, self.topic
+        produce, poll = producer.produce, producer.poll
+
+        producer.begin_transaction()
+        produced = 0
+        # A failed delivery makes the transaction fail to commit (librdkafka): no callback per record.
+        for keys, values in self._rows(df):
+            for key, value in zip(keys, values, strict=True):
+                try:
+                    produce(topic, value, key)
+                except BufferError:
+                    poll(0.1)
+                    produce(topic, value, key)
+            produced += len(keys)
+            poll(0)
+        producer.flush()
+        if self.before_commit is not None:
+            self.before_commit(batch_id, produced)
+        # The ledger record, last: its partition's last stable offset waits for open transactions.
+        produce(self.ledger, json.dumps({"batch": batch_id, "fingerprint": fingerprint}).encode(),
+                self.transactional_id, partition=0)
+        _retrying(f"batch {batch_id} of {topic}: commit", lambda: producer.commit_transaction(30))
+        return produced
+
+
+def delivery_for(run_delivery: str | None, transport: Any, dry_run: bool = False) -> str:
+    """The delivery an outlet query gets: exactly-once by default on Kafka; at-least-once when the
+    run config says so (`streamlets.<name>.delivery = at-least-once`), on the file transport
+    (the test kit: each batch's file already replaces itself) and in a dry run.
+
+    Hook for Real-Time Mode: its queries cannot use foreachBatch, so they must take the
+    at-least-once path (Spark's Kafka sink); blueprint verify names those edges.
+    """
+    from .transport import KafkaTransport
+
+    if dry_run or not isinstance(transport, KafkaTransport):
+        return AT_LEAST_ONCE
+    return run_delivery or EXACTLY_ONCE
+
+
+def transactional_stream_writer(ctx: Any, encoded: "DataFrame", topic: str, query_name: str):
+    """`encoded.writeStream.foreachBatch(TransactionalBatchWriter(...))` for context.write_stream."""
+    from .storage import storage_for
+
+    checkpoint = ctx.checkpoint_location(query_name)
+    writer = TransactionalBatchWriter(ctx.transport.bootstrap_servers, topic, app_id=ctx.app_id,
+                                      streamlet=ctx.name, query=query_name, kafka_options=ctx.transport.options,
+                                      checkpoint=checkpoint, storage=storage_for(checkpoint, ctx.spark))
+    ctx.batch_writers = getattr(ctx, "batch_writers", {})
+    ctx.batch_writers[query_name] = writer
+    return encoded.writeStream.foreachBatch(writer)
