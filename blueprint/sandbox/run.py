@@ -142,6 +142,14 @@ class Sandbox:
         sandbox = logging.FileHandler(logs / "sandbox.log")
         sandbox.setFormatter(fmt)
         root.addHandler(sandbox)
+        # py4j logs a Python callback's exception (a foreachBatch function failing while the run
+        # stops) with its traceback: to the sandbox's log, not the terminal. The query's failure
+        # itself is reported by the supervisor in one line.
+        py4j = logging.getLogger("py4j")
+        py4j.propagate = False
+        for h in list(py4j.handlers):
+            py4j.removeHandler(h)
+        py4j.addHandler(sandbox)
         for name in self.bp.streamlets:
             lg = logging.getLogger(f"streamlets.{name}")
             for h in list(lg.handlers):
