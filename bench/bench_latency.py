@@ -14,7 +14,10 @@ Before the measured window the variant runs until a warm-up record has come thro
 Variants (the map is bench_map's: add dep_delay_hours):
 - baseline-mb: hand-written PySpark job, Kafka -> from_avro -> map -> to_avro -> Kafka, default trigger
 - baseline-rt: the same query with Spark 4.1's Real-Time Mode trigger (update mode)
-- streamlet-mb: bench_map's Mapper started by StreamletRuntime, default (micro-batch) trigger
+- streamlet-mb: bench_map's Mapper started by StreamletRuntime, default (micro-batch) trigger,
+  exactly-once outlet (one Kafka transaction per micro-batch: consumers see a batch when it commits)
+- streamlet-mb-alo: the same with `delivery = at-least-once` (Spark's Kafka sink): the latency
+  exactly-once costs is streamlet-mb against this
 - streamlet-rt: the Mapper with `trigger="real-time <interval>"` (streamlets.trigger)
 - quix: Quix Streams (fastavro decode, map, encode) in one Python process: the Python peer.
   Benchmark-only: `pip install -e .[bench]` (never a runtime dependency).
@@ -45,7 +48,7 @@ for p in (str(REPO), str(HERE)):
 
 from bench_map import FLIGHT_EVENT, KEY_FIELD, MAPPED_FLIGHT, Mapper, flight_record, spark_map, _encode  # noqa: E402
 
-VARIANTS = ("baseline-mb", "baseline-rt", "streamlet-mb", "streamlet-rt", "quix")
+VARIANTS = ("baseline-mb", "baseline-rt", "streamlet-mb", "streamlet-mb-alo", "streamlet-rt", "quix")
 WARMUP_KEY_OFFSET = 10**9
 
 
@@ -93,6 +96,7 @@ def _consumer(bootstrap: str, topic: str, partitions: int, expected: int, start_
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{uuid.uuid4().hex}", "enable.auto.commit": False,
+                  "isolation.level": "read_committed",  # as inlets read (librdkafka's default too)
                   "fetch.wait.max.ms": 1, "fetch.min.bytes": 1})
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     ready.set()
@@ -165,7 +169,8 @@ def start_spark_variant(spark, name: str, bootstrap: str, in_topic: str, out_top
     run = StreamletRunConfig(app_id="bench", streamlet=f"mapper-{uuid.uuid4().hex[:6]}",
                              class_name=f"{Mapper.__module__}.Mapper", topics={"in": in_topic, "out": out_topic},
                              bootstrap_servers=bootstrap, checkpoint_root=checkpoint, dead_letter_topic="bench.dl",
-                             trigger=f"real-time {interval}" if name.endswith("rt") else None)
+                             trigger=f"real-time {interval}" if name.endswith("rt") else None,
+                             delivery="at-least-once" if name.endswith("alo") else "exactly-once")
     rt = StreamletRuntime(spark, "bench", "bench.dl", KafkaTransport(bootstrap))
     rt.start_class(Mapper, run)
     return lambda: rt.stop(timeout=30)
@@ -283,6 +288,10 @@ def main(argv: list[str] | None = None) -> int:
             if s and b:
                 print(f"ratio streamlet-{mode}/baseline-{mode} at {rate}/s: p50 {s['p50'] / b['p50']:.2f}, "
                       f"p99 {s['p99'] / b['p99']:.2f}")
+        s, a = by.get(("streamlet-mb", rate)), by.get(("streamlet-mb-alo", rate))
+        if s and a:
+            print(f"ratio exactly-once/at-least-once streamlet-mb at {rate}/s: p50 {s['p50'] / a['p50']:.2f}, "
+                  f"p99 {s['p99'] / a['p99']:.2f}")
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"benchmark": "latency", "seconds": args.seconds, "partitions": args.partitions,
