@@ -65,10 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     failures: list[tuple[str, str]] = []
     while not stopping.is_set():
         if not runtime.restarting.is_set() and not all(q.isActive for q in runtime.queries()):
-            # on-failure quarantine restarts the streamlet past its poison records (streamlets.runtime.quarantine)
-            rounds = sum(runtime.quarantine.rounds.values())
+            # failures the runtime takes restart the streamlet (streamlets.runtime.recovery, .quarantine)
+            handled = runtime.handled_failures
             failures = runtime.unhandled_failures()
-            if failures or sum(runtime.quarantine.rounds.values()) == rounds:
+            if failures or runtime.handled_failures == handled:
                 break
         stopping.wait(1)
     failures = failures or runtime.failed()

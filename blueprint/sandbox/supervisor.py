@@ -78,6 +78,12 @@ class Supervisor:
 
     # --- the broker -------------------------------------------------------------------------
 
+    def _disk_full(self) -> str | None:
+        """The sandbox's full-disk line (diskspace.DiskWatch: free space, the broker log's new
+        lines), or None."""
+        watch = getattr(self.sandbox, "_disk", None)
+        return watch.check() if watch is not None else None
+
     def _check_broker(self) -> int | None:
         broker = self.sandbox.broker
         if broker is None or broker.is_running() or getattr(broker, "_proc", None) is None:
@@ -85,6 +91,9 @@ class Supervisor:
         how = exit_description(broker._proc.returncode)
         self._say(f"Kafka broker exited ({how}); log: {broker.log_file}", "yellow")
         while True:
+            full = self._disk_full()
+            if full:  # a broker on a full disk cannot come back: say so, not "exited N times"
+                return self._fail(f"error: {full}")
             n = self._tries.setdefault("kafka", Tries()).add(time.time(), self.window)
             if n > self.max_restarts:
                 return self._fail(f"error: the Kafka broker exited {n} times within {self.window:.0f} s "
