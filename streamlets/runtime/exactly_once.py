@@ -45,6 +45,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
@@ -58,8 +59,10 @@ log = logging.getLogger("streamlets.exactly_once")
 EXACTLY_ONCE = "exactly-once"
 AT_LEAST_ONCE = "at-least-once"
 DELIVERY_MODES = (EXACTLY_ONCE, AT_LEAST_ONCE)
-# The ledger topic's config: compacted, so it keeps about one record per outlet query.
-LEDGER_CONFIG = {"cleanup.policy": "compact"}
+# The ledger topic's config: compacted, so it keeps about one record per outlet query; segments
+# roll every 10 minutes (segment.ms) so compaction reaches them: a start reads at most about 10
+# minutes of ledger records.
+LEDGER_CONFIG = {"cleanup.policy": "compact", "segment.ms": "600000", "min.cleanable.dirty.ratio": "0.1"}
 # Broker default of transaction.max.timeout.ms: a micro-batch may take up to 15 minutes to produce.
 TRANSACTION_TIMEOUT_MS = 900_000
 # Spark Kafka options (kafka.<librdkafka name>) that the transactional producer takes over.
@@ -147,6 +150,8 @@ class TransactionalBatchWriter:
         self.collect = collect
         self._producer: Any = None
         self._last: tuple[int, str] | None = None  # the ledger: last committed batch id, its fingerprint
+        self._starting: threading.Thread | None = None  # prepare(): _start on a background thread
+        self._start_error: BaseException | None = None
         self.written_batches: list[int] = []
         self.skipped_batches: list[int] = []
 
@@ -199,7 +204,7 @@ class TransactionalBatchWriter:
         """(batch id, fingerprint) of this outlet query's last committed ledger record, or None.
         Reads partition 0 of the ledger from the start to its end (read_committed: the last stable
         offset), retrying while the broker is not ready (up to RETRY_SECONDS)."""
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
         consumer = Consumer({**self._common(), "group.id": f"{self.transactional_id}.ledger", "enable.auto.commit": False,
                              "isolation.level": "read_committed", "enable.partition.eof": True})
@@ -207,9 +212,16 @@ class TransactionalBatchWriter:
         last = None
         deadline = time.monotonic() + RETRY_SECONDS
         try:
+            ledger = TopicPartition(self.ledger, 0)
+            try:
+                low, high = consumer.get_watermark_offsets(ledger, timeout=10)
+                if high <= low:  # empty (read_committed: up to the last stable offset)
+                    return None
+            except KafkaException as e:  # not ready yet: the reads below retry
+                log.debug("ledger %s watermarks: %s", self.ledger, e)
             consumer.assign([TopicPartition(self.ledger, 0, OFFSET_BEGINNING)])
             while True:
-                msg = consumer.poll(1.0)
+                msg = consumer.poll(0.2)
                 err = msg.error() if msg is not None else None
                 if msg is None:
                     pass
@@ -244,7 +256,27 @@ class TransactionalBatchWriter:
 
     # -- foreachBatch -------------------------------------------------------------------------
 
+    def prepare(self) -> None:
+        """Start the producer and read the ledger (_start) on a background thread, while Spark starts
+        the query and plans its first batch; the first call waits for it. A failure there is not
+        raised: the first call starts again and raises then."""
+        def start() -> None:
+            try:
+                self._start()
+            except BaseException as e:  # noqa: B036 (handed to __call__, which starts again)
+                self._start_error = e
+
+        self._starting = threading.Thread(target=start, name=f"exactly-once {self.transactional_id}", daemon=True)
+        self._starting.start()
+
     def __call__(self, df: "DataFrame", batch_id: int) -> None:
+        if self._starting is not None:
+            self._starting.join()
+            self._starting = None
+            if self._start_error is not None:
+                log.info("starting %s in the background failed (%s); starting again", self.transactional_id,
+                         self._start_error)
+                self._start_error, self._producer = None, None
         if self._producer is None:
             self._start()
         fingerprint = self.fingerprint(batch_id)
@@ -369,4 +401,5 @@ def transactional_stream_writer(ctx: Any, encoded: "DataFrame", topic: str, quer
                                       checkpoint=checkpoint, storage=storage_for(checkpoint, ctx.spark))
     ctx.batch_writers = getattr(ctx, "batch_writers", {})
     ctx.batch_writers[query_name] = writer
+    writer.prepare()  # transactions and the ledger, while Spark starts the query
     return encoded.writeStream.foreachBatch(writer)
