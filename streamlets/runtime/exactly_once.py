@@ -82,15 +82,20 @@ _RETRIED: tuple[int, ...] = ()
 # How long a transactional call is retried while Kafka calls its error retriable (a restarted
 # broker loading its transaction and group coordinators answers COORDINATOR_LOAD_IN_PROGRESS).
 RETRY_SECONDS = 120.0
+# After close() (the query is being stopped) a batch still waiting for Kafka gets this long, then
+# gives up: a dead broker must not hold a stopping streamlet for message.timeout.ms (5 minutes).
+CLOSE_GRACE_SECONDS = 10.0
 # Attempts at a micro-batch's whole transaction (abortable errors: abort, produce it again).
 BATCH_ATTEMPTS = 3
 T = TypeVar("T")
 
 
-def _retrying(what: str, call: Callable[[], T], seconds: float = RETRY_SECONDS) -> T:
+def _retrying(what: str, call: Callable[[], T], seconds: float = RETRY_SECONDS,
+              stopping: Callable[[], bool] | None = None) -> T:
     """`call()`, called again (0.5 s apart, up to `seconds`) while it raises a KafkaException whose
     error is retriable and needs no abort: what confluent-kafka documents for init_transactions,
-    send_offsets_to_transaction and commit_transaction. Other errors are raised at once."""
+    send_offsets_to_transaction and commit_transaction. Other errors are raised at once; when
+    `stopping()` says the query is being stopped, ExactlyOnceError instead of another try."""
     from confluent_kafka import KafkaException
 
     deadline = time.monotonic() + seconds
@@ -100,6 +105,8 @@ def _retrying(what: str, call: Callable[[], T], seconds: float = RETRY_SECONDS) 
         except KafkaException as e:
             err: Any = e.args[0] if e.args else None
             retriable = hasattr(err, "retriable") and err.retriable() and not err.txn_requires_abort()
+            if retriable and stopping is not None and stopping():
+                raise ExactlyOnceError(f"{what}: the query is stopping ({err})") from e
             if not retriable or time.monotonic() > deadline:
                 raise
             log.info("%s: %s; retrying", what, err)
@@ -152,6 +159,7 @@ class TransactionalBatchWriter:
         self._last: tuple[int, str] | None = None  # the ledger: last committed batch id, its fingerprint
         self._starting: threading.Thread | None = None  # prepare(): _start on a background thread
         self._start_error: BaseException | None = None
+        self._closing_since: float | None = None  # close(): the query is being stopped
         self.written_batches: list[int] = []
         self.skipped_batches: list[int] = []
 
@@ -191,7 +199,8 @@ class TransactionalBatchWriter:
             "compression.type": "lz4",
         })
         try:
-            _retrying(f"starting transactions of {self.transactional_id}", lambda: producer.init_transactions(30))
+            _retrying(f"starting transactions of {self.transactional_id}", lambda: producer.init_transactions(10),
+                      stopping=self._stopping)
         except KafkaException as e:
             raise ExactlyOnceError(f"outlet topic {self.topic!r}: Kafka transactions of {self.transactional_id!r} "
                                    f"could not start at {self.bootstrap_servers}: {e}") from e
@@ -221,6 +230,8 @@ class TransactionalBatchWriter:
                 log.debug("ledger %s watermarks: %s", self.ledger, e)
             consumer.assign([TopicPartition(self.ledger, 0, OFFSET_BEGINNING)])
             while True:
+                if self._stopping():
+                    raise ExactlyOnceError(f"reading the batch ledger {self.ledger!r}: the query is stopping")
                 msg = consumer.poll(0.2)
                 err = msg.error() if msg is not None else None
                 if msg is None:
@@ -255,6 +266,15 @@ class TransactionalBatchWriter:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     # -- foreachBatch -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """The query is being stopped: a batch still waiting for Kafka (a dead broker) gives up after
+        CLOSE_GRACE_SECONDS instead of retrying; its transaction is left to the next start's
+        init_transactions to abort."""
+        self._closing_since = time.monotonic()
+
+    def _stopping(self) -> bool:
+        return self._closing_since is not None and time.monotonic() - self._closing_since > CLOSE_GRACE_SECONDS
 
     def prepare(self) -> None:
         """Start the producer and read the ledger (_start) on a background thread, while Spark starts
@@ -323,8 +343,8 @@ class TransactionalBatchWriter:
             except KafkaException as e:
                 err: Any = e.args[0] if e.args else None
                 fatal = hasattr(err, "fatal") and err.fatal()
-                self._abort(batch_id, fatal)
-                if fatal or attempt == BATCH_ATTEMPTS:
+                self._abort(batch_id, fatal or self._stopping())
+                if fatal or attempt == BATCH_ATTEMPTS or self._closing_since is not None:
                     raise ExactlyOnceError(f"batch {batch_id} to {self.topic!r}: the Kafka transaction failed "
                                            f"(attempt {attempt} of {BATCH_ATTEMPTS}): {e}") from e
                 log.warning("batch %d to %s: the Kafka transaction failed (%s); aborted, producing it again",
@@ -333,7 +353,7 @@ class TransactionalBatchWriter:
                     self._start()
                 continue
             except BaseException:
-                self._abort(batch_id, False)
+                self._abort(batch_id, self._stopping())  # stopping: the next start's init_transactions aborts it
                 raise
             log.debug("batch %d: %d records committed to %s", batch_id, produced, self.topic)
             return
@@ -345,7 +365,8 @@ class TransactionalBatchWriter:
 
         if not fatal:
             try:
-                _retrying(f"aborting batch {batch_id} of {self.topic}", lambda: self._producer.abort_transaction(30), 60)
+                _retrying(f"aborting batch {batch_id} of {self.topic}", lambda: self._producer.abort_transaction(10), 60,
+                          stopping=self._stopping)
                 return
             except KafkaException as abort_error:
                 log.warning("aborting batch %d of %s failed: %s", batch_id, self.topic, abort_error)
@@ -367,13 +388,16 @@ class TransactionalBatchWriter:
                     produce(topic, value, key)
             produced += len(keys)
             poll(0)
-        producer.flush()
+        while producer.flush(0.5) > 0:  # a dead broker: message.timeout.ms; a stopping query gives up sooner
+            if self._stopping():
+                raise ExactlyOnceError(f"batch {batch_id} of {topic}: the query is stopping with records undelivered")
         if self.before_commit is not None:
             self.before_commit(batch_id, produced)
         # The ledger record, last: its partition's last stable offset waits for open transactions.
         produce(self.ledger, json.dumps({"batch": batch_id, "fingerprint": fingerprint}).encode(),
                 self.transactional_id, partition=0)
-        _retrying(f"batch {batch_id} of {topic}: commit", lambda: producer.commit_transaction(30))
+        _retrying(f"batch {batch_id} of {topic}: commit", lambda: producer.commit_transaction(10),
+                  stopping=self._stopping)
         return produced
 
 

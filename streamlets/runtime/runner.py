@@ -112,6 +112,7 @@ class StreamletRuntime:
         ctx = self.contexts[streamlet]
         self.restarting.set()
         try:
+            _close_batch_writers(ctx)
             for q in ctx.queries:
                 try:
                     q.stop()
@@ -165,6 +166,8 @@ class StreamletRuntime:
     def stop(self, timeout: float = 60.0) -> None:
         """Stop every query, wait for their last progress reports, finish pending dead-letter
         scans, close the writer. `timeout` bounds each wait (seconds)."""
+        for ctx in self.contexts.values():
+            _close_batch_writers(ctx)
         for q in self.queries():
             try:
                 q.stop()
@@ -180,6 +183,12 @@ class StreamletRuntime:
                 ctx.spark.streams.removeListener(self.monitor)
             except Exception:  # the session may already be gone at shutdown
                 pass
+
+
+def _close_batch_writers(ctx: StreamletContext) -> None:
+    """Tell the streamlet's exactly-once writers their queries are stopping (exactly_once.close)."""
+    for writer in getattr(ctx, "batch_writers", {}).values():
+        writer.close()
 
 
 def start_control_listener(runtime: StreamletRuntime, run: StreamletRunConfig):
