@@ -178,6 +178,8 @@ class TransactionalBatchWriter:
 
         global _RETRIED
         _RETRIED = _RETRIED or _retried_codes()
+        if self._closing_since is not None:  # a stopped query's writer must not fence its successor
+            raise ExactlyOnceError(f"{self.transactional_id}: the query is stopping")
 
         # Normally created with the application's topics; created here when missing.
         admin = AdminClient(self._common())
