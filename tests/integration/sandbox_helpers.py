@@ -77,3 +77,14 @@ def sigkill(proc: subprocess.Popen) -> None:
     """SIGKILL the sandbox's main process only, as `kill -9 <pid>` would."""
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
+
+
+def flight_delays_run_config(tmp: Path) -> Path:
+    """`tmp/run.conf` for flight-delays: its ingress folders under `tmp/data`, windows to `tmp/output`."""
+    conf = tmp / "run.conf"
+    conf.write_text("streamlets {\n"
+                    f'  flights.volume-mounts.source = "{tmp}/data/flights"\n'
+                    f'  weather.volume-mounts.source = "{tmp}/data/weather"\n'
+                    f'  files.volume-mounts.output = "{tmp}/output"\n'
+                    "}\n")
+    return conf

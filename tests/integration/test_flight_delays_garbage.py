@@ -19,7 +19,7 @@ import fastavro
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from sandbox_helpers import REPO, run_blueprint
+from sandbox_helpers import REPO, flight_delays_run_config, run_blueprint
 
 from streamlets.runtime.deadletter import DEAD_LETTER_SCHEMA
 from streamlets.kafka_logging import client_config
@@ -111,12 +111,7 @@ def test_ten_percent_garbage_on_flight_events_is_dead_lettered_and_windows_equal
 
     counts = prepare(tmp_path / "data", [1])
     bad = garbage(counts["flights"] // 10)
-    conf = tmp_path / "run.conf"
-    conf.write_text("streamlets {\n"
-                    f'  flights.volume-mounts.source = "{tmp_path}/data/flights"\n'
-                    f'  weather.volume-mounts.source = "{tmp_path}/data/weather"\n'
-                    f'  files.volume-mounts.output = "{tmp_path}/output"\n'
-                    "}\n")
+    conf = flight_delays_run_config(tmp_path)
     with KafkaBroker(tmp_path / "kafka") as broker:
         bootstrap = broker.bootstrap_servers
         create_topics(bootstrap, [(TOPIC, 3, {})])

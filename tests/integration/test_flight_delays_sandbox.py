@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from sandbox_helpers import REPO, processes_mentioning, run_blueprint, sigkill, start_blueprint, wait_until
+from sandbox_helpers import (REPO, flight_delays_run_config, processes_mentioning, run_blueprint, sigkill, start_blueprint,
+                             wait_until)
 
 from streamlets.runtime.deadletter import DEAD_LETTER_SCHEMA
 from streamlets.schema import decode
@@ -28,15 +29,7 @@ from flight_delays.results import differences, load_results  # noqa: E402
 
 
 def _run_config(tmp: Path) -> Path:
-    conf = tmp / "run.conf"
-    conf.write_text(
-        "streamlets {\n"
-        f'  flights.volume-mounts.source = "{tmp}/data/flights"\n'
-        f'  weather.volume-mounts.source = "{tmp}/data/weather"\n'
-        f'  files.volume-mounts.output = "{tmp}/output"\n'
-        "}\n"
-    )
-    return conf
+    return flight_delays_run_config(tmp)
 
 
 def assert_same_windows(actual: pd.DataFrame, expected: pd.DataFrame) -> None:

@@ -40,6 +40,15 @@ def app_disk(tmp_path):
     yield from _tmpfs(tmp_path, "1g")
 
 
+def _stop_and_free(proc, disk, state) -> None:
+    """Kill the sandbox if it still runs, remove the filler (the disk grows back), wait for its JVMs."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    (disk / "filler").unlink(missing_ok=True)
+    wait_until(lambda: not processes_mentioning(str(state)), timeout=60, what="child JVMs to exit")
+
+
 def fill(disk) -> int:
     """Write into `disk` until it is full; returns the bytes written."""
     written, chunk = 0, b"\0" * (1 << 20)
@@ -67,11 +76,7 @@ def test_a_full_disk_stops_the_sandbox_with_one_line_naming_the_folder(tmp_path,
         assert fill(small_disk) > 0
         code = proc.wait(timeout=180)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        (small_disk / "filler").unlink(missing_ok=True)
-        wait_until(lambda: not processes_mentioning(str(state)), timeout=60, what="child JVMs to exit")
+        _stop_and_free(proc, small_disk, state)
     out = log.read_text()
     assert code == 1, out[-3000:]
     errors = [line for line in out.splitlines() if line.startswith("error:")]
@@ -97,7 +102,7 @@ def test_flight_delays_disk_full_mid_run_then_grown_and_rerun_equals_batch_compu
     batch's partial output pushed the statistics' watermark ahead of its replay."""
     import sys
 
-    from sandbox_helpers import REPO, run_blueprint
+    from sandbox_helpers import REPO, flight_delays_run_config, run_blueprint
 
     app = REPO / "examples" / "flight-delays"
     sys.path.insert(0, str(app))
@@ -106,12 +111,7 @@ def test_flight_delays_disk_full_mid_run_then_grown_and_rerun_equals_batch_compu
     from flight_delays.results import differences, load_results
 
     prepare(tmp_path / "data", [1])
-    conf = tmp_path / "run.conf"
-    conf.write_text("streamlets {\n"
-                    f'  flights.volume-mounts.source = "{tmp_path}/data/flights"\n'
-                    f'  weather.volume-mounts.source = "{tmp_path}/data/weather"\n'
-                    f'  files.volume-mounts.output = "{tmp_path}/output"\n'
-                    "}\n")
+    conf = flight_delays_run_config(tmp_path)
     state = app_disk / "state"
     args = ("run", str(app / "blueprint.yaml"), "--config", str(conf), "--state-dir", str(state))
     log = tmp_path / "full.log"
@@ -125,11 +125,7 @@ def test_flight_delays_disk_full_mid_run_then_grown_and_rerun_equals_batch_compu
         assert fill(app_disk) > 0
         code = proc.wait(timeout=300)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        (app_disk / "filler").unlink(missing_ok=True)  # the disk grows back
-        wait_until(lambda: not processes_mentioning(str(state)), timeout=60, what="child JVMs to exit")
+        _stop_and_free(proc, app_disk, state)
     out = log.read_text()
     assert code == 1 and f"error: the disk of the state folder {state} is full (" in out, out[-3000:]
     expected = reference_stats([1, 2])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_helpers import REPO, processes_mentioning, run_blueprint, start_blueprint, wait_until
+from sandbox_helpers import REPO, flight_delays_run_config, processes_mentioning, run_blueprint, start_blueprint, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -33,12 +33,7 @@ def folders_and_logs(state: Path) -> set[str]:
 
 def test_second_run_on_a_busy_state_folder_is_refused_and_the_first_is_unharmed(tmp_path):
     prepare(tmp_path / "data", [1])
-    conf = tmp_path / "run.conf"
-    conf.write_text("streamlets {\n"
-                    f'  flights.volume-mounts.source = "{tmp_path}/data/flights"\n'
-                    f'  weather.volume-mounts.source = "{tmp_path}/data/weather"\n'
-                    f'  files.volume-mounts.output = "{tmp_path}/output"\n'
-                    "}\n")
+    conf = flight_delays_run_config(tmp_path)
     state = tmp_path / "state"
     args = ("run", BLUEPRINT, "--config", str(conf), "--state-dir", str(state))
     first = start_blueprint(*args, "--exit-when-done", log=tmp_path / "first-run.log")
