@@ -2,7 +2,7 @@
 
     python bench/bench_map.py [--records 1000000] [--rounds 3] [--partitions 2]
                               [--max-offsets-per-trigger N] [--variants baseline,streamlet]
-                              [--on-failure quarantine]
+                              [--on-failure quarantine] [--metrics]
 
 Both jobs read the same Kafka topic of Avro-encoded flight events (12 fields: strings, ints,
 nullable strings and doubles, timestamp-millis, boolean), add `dep_delay_hours` (dep_delay / 60)
@@ -18,6 +18,9 @@ rounds, the order rotating each round (with two jobs: alternating which goes fir
   exactly-once outlets (the default: one Kafka transaction per micro-batch, produced from the
   driver; streamlets.runtime.exactly_once).
 - streamlet-alo (`--variants streamlet-alo`): the same with delivery at-least-once (Spark's Kafka sink).
+- `--metrics`: the streamlet jobs serve their Prometheus endpoint as a driver pod does
+  (streamlets.driver.serve_metrics), scraped every second while they run (issue 11's goal: the
+  ratio stays >= 0.95 with metrics on).
 
 Each run is timed from start (building the query) to awaitTermination (wall clock); records/s is
 records / seconds. The CPU seconds the Spark JVM and this Python process used meanwhile are
@@ -41,6 +44,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -577,9 +581,12 @@ class StreamletJob(Job):
         )
         self.runtime = StreamletRuntime(self.spark, "bench", DEAD_LETTERS, KafkaTransport(self.bootstrap))
         self.ctx = self.runtime.start_class(self.streamlet_class, run)
+        self.scraper = MetricsScraper(self.runtime, run) if METRICS else None
         return list(self.ctx.queries)
 
     def finish(self):
+        if self.scraper is not None:
+            self.scraper.stop()
         self.runtime.stop()
         dl = self.runtime.dead_letters
         if dl.errors or any(dl.written.values()):
@@ -598,7 +605,43 @@ class CheckedStreamletJob(StreamletJob):
     streamlet_class = CheckedMapper
 
 
+class MetricsScraper:
+    """--metrics: the driver's Prometheus endpoint (streamlets.driver.serve_metrics) on a free
+    port, scraped every `interval` seconds (Prometheus' default is 15 s; 1 s is the harsher case)
+    while the job runs. stop() checks the last scrape saw the streamlet's records-in counter."""
+
+    def __init__(self, runtime, run, interval: float = 1.0) -> None:
+        from blueprint.sandbox.kafka_broker import _free_ports
+        from streamlets.driver import serve_metrics
+
+        port = _free_ports(1)[0]
+        self.server = serve_metrics(runtime, run, env={"STREAMLETS_METRICS_PORT": str(port)})
+        if self.server is None:
+            raise RuntimeError("--metrics: the metrics endpoint did not start (see the log)")
+        self.url = f"http://127.0.0.1:{port}/metrics"
+        self.scrapes, self.last = 0, ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, args=(interval,), daemon=True)
+        self._thread.start()
+
+    def _loop(self, interval: float) -> None:
+        import urllib.request
+
+        while not self._stop.wait(interval):
+            with urllib.request.urlopen(self.url, timeout=10) as r:
+                self.last = r.read().decode()
+            self.scrapes += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(15)
+        self.server.shutdown()
+        if self.scrapes and "streamlets_records_in_total{" not in self.last:
+            raise AssertionError(f"--metrics: the endpoint's last scrape has no records-in counter: {self.last[:500]}")
+
+
 DEAD_LETTERS = "bench.dead-letters"
+METRICS = False  # --metrics: the streamlet jobs serve their Prometheus endpoint, scraped every second
 ON_FAILURE: str | None = None  # --on-failure: the streamlet jobs' run config on_failure (streamlets.runtime.quarantine)
 JOBS: dict[str, type[Job]] = {j.name: j for j in (Baseline, BaselineSession, BaselineListener, Permissive, SdkFilter,
                                                    SdkObserve, SdkV1, SdkReencode, SdkCompact, StreamletJob,
@@ -736,6 +779,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--on-failure", choices=["stop", "quarantine"], default=None,
                         help="on_failure of the streamlet jobs (streamlets.runtime.quarantine); nothing fails here, so "
                              "quarantine must cost nothing (default: the class's, stop)")
+    parser.add_argument("--metrics", action="store_true", help="the streamlet jobs serve their Prometheus endpoint "
+                        "(streamlets.driver.serve_metrics, as a driver pod does) and it is scraped every second")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (broker data, checkpoints)")
     return parser
 
@@ -749,8 +794,9 @@ def main(argv: list[str] | None = None) -> int:
 
     faulthandler.enable()  # a crash in a native client (librdkafka, py4j) still says where
     args = build_parser().parse_args(argv)
-    global ON_FAILURE
+    global ON_FAILURE, METRICS
     ON_FAILURE = args.on_failure
+    METRICS = args.metrics
     if args.records <= 0 or args.rounds <= 0 or args.partitions <= 0:
         print("error: --records, --rounds and --partitions must be positive", file=sys.stderr)
         return 2
@@ -832,6 +878,7 @@ def main(argv: list[str] | None = None) -> int:
             "partitions": args.partitions,
             "max_offsets_per_trigger": args.max_offsets_per_trigger,
             "on_failure": args.on_failure,
+            "metrics": args.metrics,
             "master": args.master,
             "java_options": args.java_options,
             "variants": {name: JOBS[name].description for name in variants},

@@ -26,6 +26,6 @@ RUN groupadd --system --gid 10001 streamlets \
  && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin streamlets
 USER 10001:10001
 
-EXPOSE 8080
+EXPOSE 8080 8081
 ENTRYPOINT ["kopf", "run", "--module=streamlets_operator"]
 CMD ["--all-namespaces", "--liveness=http://0.0.0.0:8080/healthz"]

@@ -51,5 +51,8 @@ WORKDIR /opt/spark/work-dir
 RUN chown 185:185 /opt/spark/work-dir
 USER 185
 
+# A driver serves its metrics on 9464 (/metrics; STREAMLETS_METRICS_PORT, 0 or off: none) and
+# Spark's UI with its PrometheusServlet endpoints on 4040 (README, "Metrics on a cluster").
+EXPOSE 4040 9464
 ENTRYPOINT ["/opt/entrypoint.sh"]
 CMD ["python3", "-m", "streamlets.runner", "--help"]

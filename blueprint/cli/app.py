@@ -91,6 +91,10 @@ def run(
                                      "streamlet, within 10 minutes before the run stops with exit 1"),
     restart_backoff: float = typer.Option(2.0, "--restart-backoff", min=0, help="seconds before a failed streamlet's "
                                           "first restart, doubled per try (at most 30)"),
+    ui: int | None = typer.Option(None, "--ui", min=0, max=65535, help="serve the operations API, Prometheus metrics "
+                                  "(/metrics) and the web view on this port (0: a free one; the URL is printed)"),
+    ui_host: str = typer.Option("127.0.0.1", "--ui-host", help="with --ui: the address to listen on (no "
+                                "authentication: keep it on loopback unless the network is yours)"),
 ) -> None:
     """Run the whole application locally: a real Kafka broker, local Spark, checkpoints under the
     state folder (a second run resumes). Ctrl-C stops cleanly."""
@@ -110,7 +114,7 @@ def run(
             partitions[name.strip()] = int(n)
         return _run(file, config, overrides or [], state_dir, kafka, exit_when_done, idle_seconds, trigger, timeout,
                     fresh, restores, savepoints, branch, partitions,
-                    restarts=(max_restarts, restart_backoff))
+                    restarts=(max_restarts, restart_backoff), ui=ui, ui_host=ui_host)
 
     try:  # an unexpected environment problem is one line too, no traceback
         code = guard(body, internal=lambda e: f"{type(e).__name__}: {e}", families=False)
@@ -122,7 +126,8 @@ def run(
 def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path | None, kafka: str | None,
          exit_when_done: bool, idle_seconds: float, trigger: str, timeout: float | None, fresh: bool,
          restores: dict[str, str] | None = None, savepoints: str | None = None, branch: bool = False,
-         state_partitions: dict[str, int] | None = None, restarts: tuple[int, float] = (3, 2.0)) -> int:
+         state_partitions: dict[str, int] | None = None, restarts: tuple[int, float] = (3, 2.0),
+         ui: int | None = None, ui_host: str = "127.0.0.1") -> int:
     from ..configcheck import ConfigReadError, config_problems
     from ..loader import import_streamlets
     from ..sandbox.diskspace import full_disk_message, is_full_disk_error
@@ -164,7 +169,8 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
                              exit_when_done=exit_when_done, idle_seconds=idle_seconds,
                              trigger=None if trigger.strip() in ("0", "0s", "") else trigger, timeout=timeout,
                              restores=restores or {}, savepoints=savepoints, branch=branch,
-                             state_partitions=state_partitions or {}, max_restarts=restarts[0], restart_backoff=restarts[1])
+                             state_partitions=state_partitions or {}, max_restarts=restarts[0], restart_backoff=restarts[1],
+                             ui_port=ui, ui_host=ui_host)
     for option, names in (("--restore", restores), ("--state-partitions", state_partitions)):
         unknown = sorted(set(names or {}) - set(blueprint.streamlets))
         if unknown:  # before the state folder is touched

@@ -63,6 +63,8 @@ class SandboxOptions:
     state_partitions: dict[str, int] = field(default_factory=dict)  # streamlet -> state partitions (repartition)
     max_restarts: int = 3  # broker and streamlet restarts (each) within 10 minutes before the run stops (supervisor.py)
     restart_backoff: float = 2.0  # seconds before a failed streamlet's first restart, doubled per try
+    ui_port: int | None = None  # serve the operations API, /metrics and the web view (blueprint.ops); 0: a free port
+    ui_host: str = "127.0.0.1"
 
 
 class SandboxError(BlueprintError):
@@ -125,6 +127,8 @@ class Sandbox:
         self.runtime = None
         self._watcher = None
         self._listener = None
+        self.ops_server = None  # blueprint.ops.server.OpsServer with --ui
+        self.metrics = None  # the runtime's Prometheus registry (streamlets.runtime.metrics)
         self._last_offsets: dict[str, int] = {}
         self._last_look = time.time()
 
@@ -244,17 +248,38 @@ class Sandbox:
                 except StreamletError as e:
                     raise SandboxError(str(e)) from None
             self._listener = start_control_listener(self.runtime, runs[0])
+            self._serve_ops(bootstrap)
             from .supervisor import Supervisor
 
             self.supervisor = Supervisor(self, max_restarts=self.options.max_restarts, backoff=self.options.restart_backoff)
             # `blueprint control` and `savepoint` find the running application's broker here
             (self.state_dir / "sandbox.json").write_text(json.dumps({"app_id": self.bp.app_id, "bootstrap_servers": bootstrap,
-                                                                     "pid": os.getpid()}))
+                                                                     "pid": os.getpid(),
+                                                                     "ui": self.ops_server.url if self.ops_server else None}))
             return self._watch()
         finally:
             self._shutdown()
             for s, handler in previous.items():
                 signal.signal(s, handler)
+
+    def _serve_ops(self, bootstrap: str) -> None:
+        """The runtime's metrics registry, and with --ui the operations server over it."""
+        from streamlets.runtime.metrics import runtime_registry
+
+        self.metrics = runtime_registry(self.runtime, self.bp.app_id, bootstrap)
+        if self.options.ui_port is None:
+            return
+        from blueprint.ops.server import OpsServer
+
+        from .ops import SandboxBackend
+
+        backend = SandboxBackend(self, self.metrics, bootstrap)
+        try:
+            self.ops_server = OpsServer(backend, self.options.ui_host, self.options.ui_port).start()
+        except OSError as e:
+            raise SandboxError(f"--ui: {e}") from None
+        backend.start_sampling()
+        self.console.print(f"web view and API on {self.ops_server.url} (metrics: {self.ops_server.url}/metrics)")
 
     def _restore(self, runs: list[StreamletRunConfig]) -> None:
         """Restore streamlets from savepoints (`--restore`), each after Spark's compatibility
@@ -397,6 +422,9 @@ class Sandbox:
         return self.runtime.dead_letters.pending() == 0
 
     def _shutdown(self) -> None:
+        if self.ops_server is not None:
+            self.ops_server.stop()
+            self.ops_server.backend.stop()
         if self._listener is not None:
             self._listener.stop()
         (self.state_dir / "sandbox.json").unlink(missing_ok=True)

@@ -47,16 +47,20 @@ def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def send(spec: dict[str, Any], request: dict[str, Any], timeout: float = TIMEOUT) -> list[dict[str, Any]]:
+def send(spec: dict[str, Any], request: dict[str, Any], timeout: float = TIMEOUT, source: str = "request") -> list[dict[str, Any]]:
     """Send one command and wait for a result from each targeted streamlet (see send_all)."""
-    return send_all(spec, [request], timeout)
+    return send_all(spec, [request], timeout, source)
 
 
-def send_all(spec: dict[str, Any], requests: list[dict[str, Any]], timeout: float = TIMEOUT) -> list[dict[str, Any]]:
+def send_all(spec: dict[str, Any], requests: list[dict[str, Any]], timeout: float = TIMEOUT,
+             source: str = "request") -> list[dict[str, Any]]:
     """Send the commands at once and wait, together, for a result from each targeted streamlet;
     returns status entries, `no-answer` for a streamlet that did not answer within `timeout`
-    seconds (not running). Raises RequestError for a target the application does not have."""
+    seconds (not running). Raises RequestError for a target the application does not have.
+    `source` (request, periodic, upgrade) labels the operator's metrics."""
     from streamlets.runtime.control import Command, collect_results, results_consumer, send_command
+
+    from . import metrics
 
     bootstrap, app_id = spec["kafka"]["bootstrapServers"], spec["appId"]
     names = [s["name"] for s in spec.get("streamlets") or []]
@@ -81,6 +85,7 @@ def send_all(spec: dict[str, Any], requests: list[dict[str, Any]], timeout: floa
         for missing in sorted(expected - {r["streamlet"] for r in results if r["command_id"] == cid}):
             entries.append({"id": cid, "command": command.command, "streamlet": missing, "status": "no-answer",
                             "message": f"no result within {timeout:.0f} s (is the streamlet running?)", "time": now()})
+    metrics.commands_sent(entries, requests, source)
     return entries
 
 

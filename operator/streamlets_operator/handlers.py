@@ -20,7 +20,7 @@ from typing import Any
 
 import kopf
 
-from . import commands, kube, render, status, topics
+from . import commands, kube, metrics, render, status, topics
 from blueprint.deploy.crd import GROUP, PLURAL, VERSION
 
 STATUS_INTERVAL = float(os.environ.get("STREAMLETS_STATUS_INTERVAL", "30"))
@@ -93,14 +93,18 @@ def configure(settings: kopf.OperatorSettings, logger: logging.Logger, **_: Any)
 def reconcile(body: kopf.Body, patch: kopf.Patch, logger: logging.Logger, **_: Any) -> None:
     app = plain(body)
     try:
-        _reconcile(app, patch, logger)
-    except (kopf.PermanentError, kopf.TemporaryError):
-        raise
-    except Exception as e:  # a bug: reported, retried later, never an unhandled exception
-        logger.exception("reconcile failed unexpectedly")
-        message = f"internal error: {type(e).__name__}: {e}"
-        patch.status.update(status.transient_status(app, "Deployed", "InternalError", message))
-        raise kopf.TemporaryError(message, delay=60) from None
+        with metrics.handling("reconcile", reconcile=True):
+            try:
+                _reconcile(app, patch, logger)
+            except (kopf.PermanentError, kopf.TemporaryError):
+                raise
+            except Exception as e:  # a bug: reported, retried later, never an unhandled exception
+                logger.exception("reconcile failed unexpectedly")
+                message = f"internal error: {type(e).__name__}: {e}"
+                patch.status.update(status.transient_status(app, "Deployed", "InternalError", message))
+                raise kopf.TemporaryError(message, delay=60) from None
+    finally:
+        metrics.track_phase(app, patch)
 
 
 def _reconcile(app: dict[str, Any], patch: kopf.Patch, logger: logging.Logger) -> None:
@@ -185,7 +189,7 @@ def _savepoint_before_upgrade(app: dict[str, Any], rendered: dict[str, Any], pat
     try:
         entries = commands.send_all(spec, [{"id": f"upgrade-{meta.get('generation')}-{name}", "command": "savepoint",
                                             "target": name, "args": {"reason": reason}} for name in changing],
-                                    timeout=commands.UPGRADE_TIMEOUT)
+                                    timeout=commands.UPGRADE_TIMEOUT, source="upgrade")
     except Exception as e:  # Kafka trouble: the upgrade waits
         raise kopf.TemporaryError(f"savepoint before upgrade: {e}", delay=30) from None
     old = app.get("status") or {}
@@ -247,7 +251,7 @@ def _periodic_savepoint(app: dict[str, Any], patch: kopf.Patch, logger: logging.
                                ).total_seconds() < every):
         return
     entries = commands.send(app["spec"], {"id": f"periodic-{uuid.uuid4().hex[:8]}", "command": "savepoint", "target": None,
-                                          "args": {"reason": "periodic"}})
+                                          "args": {"reason": "periodic"}}, source="periodic")
     patch.status["lastPeriodicSavepoint"] = commands.now()
     patch.status["commands"] = commands.appended(old, "commands", entries)
     patch.status["savepoints"] = commands.appended(old, "savepoints", commands.savepoint_entries(entries, "periodic"))
@@ -274,6 +278,7 @@ def _remove_obsolete(app: dict[str, Any], keep: set[str]) -> list[str]:
 @kopf.on.delete(GROUP, VERSION, PLURAL)
 def delete(body: kopf.Body, logger: logging.Logger, **_: Any) -> None:
     app = plain(body)
+    metrics.forget(app)
     meta, spec = app["metadata"], app.get("spec") or {}
     ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
     for sa in kube.owned_spark_apps(ns, name, uid):
@@ -326,6 +331,7 @@ def refresh_status(body: kopf.Body, patch: kopf.Patch, logger: logging.Logger, *
             logger.warning("could not recreate %s: %s", ", ".join(missing), e)
     new = status.deployed_status(app, {n: found.get(n) for n in names})
     patch.status.update(new)
+    metrics.track_phase(app, patch)
     try:
         _periodic_savepoint(app, patch, logger)
     except Exception as e:  # Kafka trouble: the next refresh tries again

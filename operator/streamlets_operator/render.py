@@ -17,7 +17,7 @@ from typing import Any
 
 from streamlets import avro_limits
 from blueprint.deploy.crd import API_VERSION, GROUP, KIND, PLURAL, VERSION  # noqa: F401  (the CRD's one home)
-from streamlets.runtime.runconfig import StreamletRunConfig
+from streamlets.runtime.runconfig import METRICS_PORT, METRICS_PORT_NAME, StreamletRunConfig, scrape_annotations
 from streamlets.errors import StreamletError
 
 SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
@@ -38,6 +38,25 @@ CONFIG_KEY = "run.json"
 CHECKPOINT_DIR = "/checkpoints"
 CHECKPOINT_VOLUME = "checkpoints"
 CONFIG_VOLUME = "streamlet-config"
+# Metrics (README, "Metrics on a cluster"). Spark's own, through its PrometheusServlet on the driver
+# UI's port (4040, the container port Spark itself names `spark-ui` on the driver pod): the driver's
+# and streaming queries' metrics at /metrics/prometheus, the executors' at
+# /metrics/executors/prometheus. A stable metrics namespace keeps the metric names from carrying
+# the Spark application id, which changes with every restart. A streamlet's sparkConf overrides these.
+SPARK_UI_PORT, SPARK_UI_PORT_NAME = 4040, "spark-ui"
+SPARK_METRICS_CONF = {
+    "spark.ui.enabled": "true",
+    "spark.ui.prometheus.enabled": "true",
+    "spark.metrics.namespace": "streamlets",
+    "spark.metrics.conf.*.sink.prometheusServlet.class": "org.apache.spark.metrics.sink.PrometheusServlet",
+    "spark.metrics.conf.*.sink.prometheusServlet.path": "/metrics/prometheus",
+    "spark.metrics.conf.master.sink.prometheusServlet.path": "/metrics/master/prometheus",
+    "spark.metrics.conf.applications.sink.prometheusServlet.path": "/metrics/applications/prometheus",
+}
+# Ours: the driver serves streamlets.runtime.metrics on a named container port (the Spark
+# Operator's webhook adds driver.ports to the pod), announced by the prometheus.io annotations.
+# `spark-ui` is not repeated here: a second port of that name would make the pod invalid.
+DRIVER_PORTS = ({"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"},)
 RESTART_POLICY = {"type": "OnFailure", "onFailureRetries": 3, "onFailureRetryInterval": 10,
                   "onSubmissionFailureRetries": 5, "onSubmissionFailureRetryInterval": 20}
 
@@ -262,14 +281,18 @@ def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any],
     pod_annotations = dict(streamlet.get("annotations") or {})
     volumes, driver_mounts, executor_mounts = _volumes(app, spec, streamlet)
     executors = int((streamlet.get("scale") or {}).get("executors", 1))
-    driver = {**_pod(streamlet.get("driver")), "labels": pod_labels, "volumeMounts": driver_mounts}
+    # the driver is scraped (the streamlet's own annotations win); executors are not: their
+    # metrics reach Prometheus through the driver (/metrics/executors/prometheus)
+    driver = {**_pod(streamlet.get("driver")), "labels": pod_labels, "volumeMounts": driver_mounts,
+              "annotations": {**scrape_annotations(METRICS_PORT), **pod_annotations},
+              "ports": [dict(p) for p in DRIVER_PORTS]}
     executor = {**_pod(streamlet.get("executor")), "instances": max(1, executors), "labels": pod_labels,
                 "volumeMounts": executor_mounts}
     if pod_annotations:
-        driver["annotations"] = executor["annotations"] = pod_annotations
+        executor["annotations"] = pod_annotations
     if spec.get("serviceAccountName"):
         driver["serviceAccount"] = spec["serviceAccountName"]
-    spark_conf = {"spark.jars.packages": ",".join(SPARK_PACKAGES), **(streamlet.get("sparkConf") or {})}
+    spark_conf = {"spark.jars.packages": ",".join(SPARK_PACKAGES), **SPARK_METRICS_CONF, **(streamlet.get("sparkConf") or {})}
     if streamlet.get("statePartitions"):  # a fresh query starts with them too (its first batch pins them)
         spark_conf["spark.sql.shuffle.partitions"] = str(streamlet["statePartitions"])
     # Avro's allocation limits in the driver's and the executors' JVMs (streamlets.avro_limits).

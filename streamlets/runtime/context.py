@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from .codec import MALFORMED, check_logical_types, decode_value, encode_outlet, record_columns
 from ..config import StreamletConfig
@@ -57,6 +57,8 @@ class StreamletContext:
         # query name -> Kafka partitions of real-time queries in this SparkContext (the runtime's;
         # shared by its streamlets so that they do not claim the same cores twice)
         self.realtime_tasks: dict[str, int] = {}
+        # (query, records) of each committed exactly-once batch; the runtime counts them as records out
+        self.count_output: Callable[[str, int], None] | None = None
 
     @property
     def trigger(self) -> Trigger:

@@ -147,6 +147,7 @@ class TransactionalBatchWriter:
                  storage: Any = None, collect: str = "arrow", before_commit: Callable[[int, int], None] | None = None) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
+        self.on_commit: Callable[[int], None] | None = None  # called with the records of each committed batch
         self.transactional_id = transactional_id(app_id, streamlet, query)
         self.ledger = ledger_topic(app_id)
         self.options = {k[len("kafka."):]: v for k, v in (kafka_options or {}).items()
@@ -358,6 +359,8 @@ class TransactionalBatchWriter:
                 self._abort(batch_id, self._stopping())  # stopping: the next start's init_transactions aborts it
                 raise
             log.debug("batch %d: %d records committed to %s", batch_id, produced, self.topic)
+            if self.on_commit is not None:  # the progress monitor's records out (Spark counts none for foreachBatch)
+                self.on_commit(produced)
             return
 
     def _abort(self, batch_id: int, fatal: bool) -> None:
@@ -427,5 +430,8 @@ def transactional_stream_writer(ctx: Any, encoded: "DataFrame", topic: str, quer
                                       checkpoint=checkpoint, storage=storage_for(checkpoint, ctx.spark))
     ctx.batch_writers = getattr(ctx, "batch_writers", {})
     ctx.batch_writers[query_name] = writer
+    count = getattr(ctx, "count_output", None)  # StreamletRuntime: records out of the query's progress stats
+    if count is not None:
+        writer.on_commit = lambda n: count(query_name, n)
     writer.prepare()  # transactions and the ledger, while Spark starts the query
     return encoded.writeStream.foreachBatch(writer)

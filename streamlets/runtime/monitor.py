@@ -11,7 +11,7 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from pyspark.sql.streaming import StreamingQueryListener
@@ -33,6 +33,11 @@ class QueryStats:
     processed_rate: float = 0.0
     watermark: str | None = None
     state_rows: int = 0
+    state_memory_bytes: int = 0
+    batch_duration_ms: int = 0  # the last micro-batch, whole (durationMs.triggerExecution)
+    add_batch_ms: int = 0  # the last micro-batch's processing of its data (durationMs.addBatch)
+    # Kafka offsets the query has processed up to (its last batch's end offsets): topic -> partition -> offset
+    end_offsets: dict[str, dict[int, int]] = field(default_factory=dict)
     last_batch_id: int = -1
     last_progress: float = 0.0
     sources_lag: int = 0
@@ -66,6 +71,13 @@ class ProgressMonitor(StreamingQueryListener):
         streamlet, _, query = name.partition(".")
         with self._lock:
             return self.stats.setdefault(name, QueryStats(streamlet, query or name))
+
+    def count_output(self, streamlet: str, query: str, records: int) -> None:
+        """Records a query's sink wrote that Spark does not count (a foreachBatch sink reports
+        numOutputRows -1): the exactly-once outlets' committed records."""
+        stats = self._entry(f"{streamlet}.{query}")
+        with self._lock:
+            stats.output_rows += records
 
     def onQueryStarted(self, event) -> None:
         self._names[str(event.id)] = event.name or "unnamed"
@@ -106,12 +118,21 @@ class ProgressMonitor(StreamingQueryListener):
         stats.processed_rate = p.processedRowsPerSecond or 0.0
         stats.watermark = (p.eventTime or {}).get("watermark")
         stats.state_rows = sum(op.numRowsTotal for op in (p.stateOperators or []))
+        stats.state_memory_bytes = sum(op.memoryUsedBytes for op in (p.stateOperators or []))
+        durations = p.durationMs or {}
+        stats.batch_duration_ms = int(durations.get("triggerExecution") or 0)
+        stats.add_batch_ms = int(durations.get("addBatch") or 0)
         stats.last_batch_id = p.batchId
         stats.last_progress = time.time()
         stats.status = "running"
         lag = 0
         for src in p.sources or []:
             lag += _lag(src.endOffset, src.latestOffset)
+            end = progress_offsets(src.endOffset)
+            if isinstance(end, dict):
+                for topic, parts in end.items():
+                    if isinstance(parts, dict):
+                        stats.end_offsets.setdefault(topic, {}).update({int(k): int(v) for k, v in parts.items()})
         stats.sources_lag = lag
         observed = p.observedMetrics or {}
         logging.getLogger(f"streamlets.{stats.streamlet}").info("progress %s", _compact(p, observed))

@@ -6,10 +6,44 @@ Secret the driver pod reads; the test kit builds it for a temporary folder.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+
+# The driver's Prometheus endpoint (streamlets.runtime.metrics, served by streamlets.driver): the
+# port the driver binds unless $STREAMLETS_METRICS_PORT says otherwise, and what the operator
+# declares on the driver pod (a named container port and the prometheus.io annotations).
+METRICS_PORT_ENV = "STREAMLETS_METRICS_PORT"
+METRICS_PORT = 9464
+METRICS_PATH = "/metrics"
+METRICS_PORT_NAME = "metrics"
+
+
+def port_setting(name: str, default: int, env: Mapping[str, str] | None = None) -> int | None:
+    """A TCP port from the environment variable `name` (`env`, else os.environ), else `default`;
+    None when it is 0 or `off` (nothing served). ValueError naming the variable for anything else."""
+    text = (os.environ if env is None else env).get(name, "").strip()
+    if not text:
+        return default
+    if text.lower() == "off" or (text.isdigit() and int(text) == 0):
+        return None
+    if not text.isdigit() or int(text) > 65535:
+        raise ValueError(f"{name}={text!r} is no TCP port (1-65535, 0 or off)")
+    return int(text)
+
+
+def metrics_port(env: Mapping[str, str] | None = None) -> int | None:
+    """The driver's metrics port: $STREAMLETS_METRICS_PORT, else METRICS_PORT; None when it is
+    0 or `off` (no endpoint). ValueError for anything else that is no TCP port."""
+    return port_setting(METRICS_PORT_ENV, METRICS_PORT, env)
+
+
+def scrape_annotations(port: int = METRICS_PORT) -> dict[str, str]:
+    """The pod annotations of Prometheus's conventional kubernetes_sd scrape config."""
+    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port), "prometheus.io/path": METRICS_PATH}
 
 
 class StreamletRunConfig(BaseModel):

@@ -54,6 +54,7 @@ class StreamletRuntime:
         # Failures unhandled_failures took (a restart of the streamlet), and the replayed batches
         # restarted for streamlets.runtime.recovery: (query name, batch id).
         self.handled_failures = 0
+        self.restarts: dict[str, int] = {}  # streamlet -> restarts (restart(): supervisor, recovery, quarantine)
         self._recovered: set[tuple[str, int]] = set()
         from .quarantine import Quarantine
 
@@ -80,6 +81,7 @@ class StreamletRuntime:
         session.streams.addListener(self.monitor)
         ctx = StreamletContext(session, cls(), run, self.transport, self.dead_letters)
         ctx.realtime_tasks = self.realtime_tasks
+        ctx.count_output = lambda query, n: self.monitor.count_output(run.streamlet, query, n)
         self.monitor.register(run.streamlet, ctx.inlet_reads, ctx.checkpoint_location)
         self.contexts[run.streamlet] = ctx
         ctx.streamlet.create_logic(ctx)
@@ -110,6 +112,7 @@ class StreamletRuntime:
         """Stop a streamlet's queries that still run and start it again (its class, run config and
         checkpoints: a failed batch is replayed from the offset log)."""
         ctx = self.contexts[streamlet]
+        self.restarts[streamlet] = self.restarts.get(streamlet, 0) + 1
         self.restarting.set()
         try:
             _close_batch_writers(ctx)

@@ -73,7 +73,10 @@ class Operator:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "Operator":
+        # no operations API unless a test asks for it (test_operator_api.py): operators of one test
+        # would otherwise compete for its port on the host
         env = {**self.kube.subprocess_env(), "STREAMLETS_STATUS_INTERVAL": "2", "STREAMLETS_KAFKA_TIMEOUT": "3",
+               "STREAMLETS_API_PORT": "off",
                "STREAMLETS_UPGRADE_SAVEPOINT_TIMEOUT": "20",
                "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), str(ROOT), os.environ.get("PYTHONPATH", "")]),
                **self.env}

@@ -6,6 +6,7 @@ Needs a helm binary: ~/.cache/streamlets/helm/<version>/helm (dev/k8s-env instal
 on PATH; skipped otherwise.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -91,7 +92,8 @@ def two_replicas() -> list[dict]:
 # --- lint ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("sets", [[], ["watchNamespaces={a,b}"], ["replicas=2"],
-                                  ["leaderElection.enabled=false"]])
+                                  ["leaderElection.enabled=false"],
+                                  ["grafana.dashboard.enabled=true", "prometheus.rules.enabled=true"]])
 def test_lint_strict(sets):
     result = helm("lint", "--strict", str(CHART), *[a for s in sets for a in ("--set", s)])
     assert "0 chart(s) failed" in result.stdout
@@ -103,6 +105,7 @@ def test_chart_metadata():
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert values["replicas"] == 1 and values["watchNamespaces"] == []
     assert values["leaderElection"]["enabled"] is True
+    assert values["grafana"]["dashboard"]["enabled"] is False and values["prometheus"]["rules"]["enabled"] is False
 
 
 # --- the Deployment ------------------------------------------------------------------------
@@ -226,3 +229,39 @@ def test_crds_are_in_the_chart():
     docs = render(crds=True)
     names = {d["metadata"]["name"] for d in of_kind(docs, "CustomResourceDefinition")}
     assert names == {"streamletapplications.streamlets.io", "kopfpeerings.kopf.dev", "clusterkopfpeerings.kopf.dev"}
+
+
+# --- monitoring ----------------------------------------------------------------------------
+
+def test_no_dashboard_and_no_rules_by_default(default):
+    assert not of_kind(default, "ConfigMap") and not of_kind(default, "PrometheusRule")
+
+
+def test_grafana_dashboard_configmap():
+    """The dashboard file in a ConfigMap with the Grafana sidecar's label."""
+    docs = render("grafana.dashboard.enabled=true", "grafana.dashboard.namespace=monitoring",
+                  "grafana.dashboard.annotations.grafana_folder=Streamlets")
+    (cm,) = of_kind(docs, "ConfigMap")
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert cm["metadata"]["labels"]["app.kubernetes.io/instance"] == RELEASE
+    assert cm["metadata"]["namespace"] == "monitoring"
+    assert cm["metadata"]["annotations"] == {"grafana_folder": "Streamlets"}
+    (name,) = cm["data"]
+    assert name.endswith(".json")
+    assert json.loads(cm["data"][name]) == json.loads((CHART / "dashboards" / "streamlets.json").read_text())
+    docs = render("grafana.dashboard.enabled=true", "grafana.dashboard.labels.grafana_dashboard=streamlets")
+    (cm,) = of_kind(docs, "ConfigMap")
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "streamlets" and cm["metadata"]["namespace"] == NAMESPACE
+
+
+def test_prometheus_rule():
+    """The PrometheusRule carries the rules file's groups unchanged (its alert templates are not
+    Helm's), with the labels a Prometheus's ruleSelector matches."""
+    (rule,) = of_kind(render("prometheus.rules.enabled=true", "prometheus.rules.labels.release=kps"), "PrometheusRule")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["labels"]["release"] == "kps" and rule["metadata"]["namespace"] == NAMESPACE
+    shipped = yaml.safe_load((CHART / "alerts" / "streamlets-rules.yaml").read_text())
+    assert rule["spec"] == {"groups": shipped["groups"]}
+    alerts = {r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert alerts == {"StreamletLagGrowing", "StreamletFailing", "DeadLettersAppearing"}
+    assert "{{ $labels.streamlet }}" in rule["spec"]["groups"][0]["rules"][0]["annotations"]["summary"]

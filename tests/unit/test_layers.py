@@ -113,7 +113,7 @@ def layer(module: str) -> str:
         if len(parts) > 1 and parts[1] in ("runtime", "state"):
             return parts[1]
         return "sdk"
-    if len(parts) > 1 and parts[1] in ("deploy", "sandbox", "cli"):
+    if len(parts) > 1 and parts[1] in ("deploy", "sandbox", "cli", "ops"):
         return parts[1]
     return "spec"
 
@@ -126,9 +126,10 @@ ALLOWED = {
     "facade": {"sdk", "runtime", "state", "facade"},
     "spec": {"sdk", "runtime"},  # runtime: only streamlets.runtime.control's topic names (topics.py)
     "deploy": {"sdk", "runtime", "spec"},
-    "sandbox": {"sdk", "runtime", "state", "spec"},
-    "cli": {"sdk", "runtime", "state", "spec", "deploy", "sandbox"},
-    "operator": {"sdk", "runtime", "state", "deploy", "operator"},  # deploy: the CRD contract (crd.py)
+    "ops": {"sdk", "runtime", "spec"},  # the operations API, metrics and web view over a backend
+    "sandbox": {"sdk", "runtime", "state", "spec", "ops"},
+    "cli": {"sdk", "runtime", "state", "spec", "deploy", "sandbox", "ops"},
+    "operator": {"sdk", "runtime", "state", "deploy", "ops", "operator"},  # deploy: the CRD contract (crd.py)
 }
 
 

@@ -291,3 +291,66 @@ def test_driver_and_executors_bound_avro_allocations(built, monkeypatch):
     assert spec["sparkConf"]["spark.executor.extraJavaOptions"] == spec["executor"]["javaOptions"]
     assert "-Dorg.apache.avro.limits.string.maxLength=4194304" in spec["executor"]["javaOptions"].split()
     assert "-XX:+UseG1GC" not in spec["driver"]["javaOptions"]
+
+
+# --- metrics ------------------------------------------------------------------------------------
+
+SPARK_APPLICATION_CRD = (Path.home() / ".cache" / "streamlets" / "k8s" / "crds" / "spark-operator-v2.5.1"
+                         / "sparkoperator.k8s.io_sparkapplications.yaml")
+
+
+def test_driver_pods_expose_our_metrics_and_sparks(built):
+    """Every SparkApplication turns on Spark's PrometheusServlet (driver UI port) and declares the
+    driver's /metrics endpoint: the prometheus.io annotations and a named container port, from
+    the one place the driver takes its default port from (streamlets.runtime.runconfig)."""
+    from streamlets.runtime import runconfig
+
+    for name, (_, sa) in render.render_all(built, env={})["streamlets"].items():
+        spec = sa["spec"]
+        conf = spec["sparkConf"]
+        assert conf["spark.ui.enabled"] == "true" and conf["spark.ui.prometheus.enabled"] == "true", name
+        assert conf["spark.metrics.conf.*.sink.prometheusServlet.class"] == "org.apache.spark.metrics.sink.PrometheusServlet"
+        assert conf["spark.metrics.conf.*.sink.prometheusServlet.path"] == "/metrics/prometheus"
+        assert conf["spark.metrics.conf.master.sink.prometheusServlet.path"] == "/metrics/master/prometheus"
+        assert conf["spark.metrics.conf.applications.sink.prometheusServlet.path"] == "/metrics/applications/prometheus"
+        assert spec["driver"]["annotations"] == {"prometheus.io/scrape": "true", "prometheus.io/port": "9464",
+                                                 "prometheus.io/path": "/metrics"}
+        assert spec["driver"]["ports"] == [{"name": "metrics", "containerPort": 9464, "protocol": "TCP"}]
+        # Spark names the UI's container port `spark-ui` itself: a second one would make the pod invalid
+        assert render.SPARK_UI_PORT_NAME not in {p["name"] for p in spec["driver"]["ports"]}
+        assert "annotations" not in spec["executor"] and "ports" not in spec["executor"]
+    assert runconfig.metrics_port({}) == runconfig.METRICS_PORT == 9464
+    assert runconfig.scrape_annotations()["prometheus.io/port"] == str(runconfig.metrics_port({}))
+
+
+def test_the_streamlets_own_settings_win_over_the_metrics_defaults(built):
+    body = copy.deepcopy(built)
+    enrich = streamlet(body, "enrich")
+    enrich["annotations"] = {"prometheus.io/scrape": "false", "team": "flights"}
+    enrich["sparkConf"] = {"spark.ui.prometheus.enabled": "false"}
+    spec = render.render_all(body, env={})["streamlets"]["enrich"][1]["spec"]
+    assert spec["driver"]["annotations"] == {"prometheus.io/scrape": "false", "prometheus.io/port": "9464",
+                                             "prometheus.io/path": "/metrics", "team": "flights"}
+    assert spec["executor"]["annotations"] == {"prometheus.io/scrape": "false", "team": "flights"}
+    assert spec["sparkConf"]["spark.ui.prometheus.enabled"] == "false"
+    assert spec["sparkConf"]["spark.ui.enabled"] == "true"
+
+
+@pytest.mark.skipif(not SPARK_APPLICATION_CRD.is_file(), reason="no Spark Operator CRD: run dev/k8s-env")
+def test_spark_applications_match_the_spark_operator_crd(built):
+    """Every rendered SparkApplication against the Spark Operator v2.5.1 CRD's schema, objects
+    closed (a field the CRD does not declare would be pruned by the API server)."""
+    import jsonschema
+    from test_build import to_json_schema
+
+    crd_doc = yaml.safe_load(SPARK_APPLICATION_CRD.read_text())
+    (version,) = [v for v in crd_doc["spec"]["versions"] if v["name"] == render.SPARK_VERSION]
+    validator = jsonschema.Draft7Validator(to_json_schema(version["schema"]["openAPIV3Schema"]))
+    body = copy.deepcopy(built)
+    streamlet(body, "stats")["annotations"] = {"team": "flights"}
+    for name, (_, sa) in render.render_all(body, env={})["streamlets"].items():
+        errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(sa)]
+        assert errors == [], name
+    bad = copy.deepcopy(sa)
+    bad["spec"]["driver"]["ports"] = [{"name": "metrics", "containerPort": 9464}]  # protocol is required
+    assert list(validator.iter_errors(bad))

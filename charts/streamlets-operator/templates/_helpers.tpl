@@ -66,4 +66,10 @@ Verbs and resources are listed one by one: no wildcards.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+{{- if .Values.api.enabled }}
+# The operations API reads each streamlet's driver pod (its IP) to scrape its metrics.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list"]
+{{- end }}
 {{- end }}

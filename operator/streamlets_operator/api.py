@@ -1,0 +1,390 @@
+"""The operations API on a cluster (blueprint.ops): the StreamletApplications this operator manages,
+their live figures scraped from each streamlet's driver, dead letters, savepoints and control
+commands, plus the operator's own metrics (metrics.py). Served by the operator itself (the startup
+handler below, on kopf's event loop) on $STREAMLETS_API_PORT (default 8081; 0 or `off`: not served).
+
+Kubernetes decides who may do what, as for kubectl: a caller's bearer token is authenticated with a
+TokenReview, and each request is authorized with a SubjectAccessReview of the caller's verb on the
+application (streamletapplications.streamlets.io): list, get, or patch for commands and savepoints.
+The operator acts with its own credentials only after the review allowed the caller the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NamedTuple
+
+import kopf
+
+from blueprint.deploy.crd import GROUP, PLURAL, REQUEST_ANNOTATION, VERSION
+from blueprint.ops.backend import BadRequest, Forbidden, NotFound, OpsError, Unauthorized
+from blueprint.ops.deadletters import recent_dead_letters
+from blueprint.ops.figures import RateTracker, Sample, fill, parse_text
+from blueprint.ops.model import (ApplicationSummary, ApplicationView, CommandRequest, CommandResultView, DeadLetterView,
+                                 SavepointView, StreamletView, TopicView, Verb)
+from streamlets.runtime.runconfig import METRICS_PATH, METRICS_PORT, METRICS_PORT_NAME, port_setting
+
+from . import commands, kube, metrics, render
+
+log = logging.getLogger("streamlets.operator.api")
+
+API_PORT_ENV = "STREAMLETS_API_PORT"
+API_PORT = 8081  # kopf's liveness endpoint is on 8080 (the chart's livenessProbe.port, the image's CMD)
+SCRAPE_TIMEOUT = 2.0
+REVIEW_CACHE_SECONDS = 5.0
+# The Spark Operator's labels on a SparkApplication's driver pod.
+SPARK_ROLE, SPARK_APP_NAME = "spark-role", "sparkoperator.k8s.io/app-name"
+# A SparkApplication's state (status.applicationState.state) -> a streamlet's status in the API.
+STATES = {"RUNNING": "running", "SUBMITTED": "starting", "PENDING": "starting", "PENDING_SUBMISSION": "starting",
+          "PENDING_RERUN": "starting", "INVALIDATING": "starting", "RESUMING": "starting",
+          "FAILED": "failed", "SUBMISSION_FAILED": "failed", "FAILING": "failed", "UNKNOWN": "failed",
+          "COMPLETED": "stopped", "SUCCEEDING": "stopped", "SUSPENDED": "stopped", "SUSPENDING": "stopped"}
+
+
+class Timeout(OpsError):
+    """The operator did not record a command's results in time."""
+
+    status = 504
+
+
+class Caller(NamedTuple):
+    """Who the TokenReview says the token belongs to (what a SubjectAccessReview needs)."""
+
+    user: str
+    uid: str
+    groups: tuple[str, ...]
+    extra: tuple[tuple[str, tuple[str, ...]], ...]
+
+
+def api_port(env: dict[str, str] | os._Environ | None = None) -> int | None:
+    """$STREAMLETS_API_PORT, else API_PORT; None when it is 0 or `off`. ValueError for anything else."""
+    return port_setting(API_PORT_ENV, API_PORT, env)
+
+
+def watched_namespaces(env: dict[str, str] | os._Environ | None = None) -> list[str] | None:
+    """The namespaces the operator watches ($STREAMLETS_WATCH_NAMESPACES, comma-separated, as the
+    chart sets it); None: every namespace."""
+    text = (os.environ if env is None else env).get("STREAMLETS_WATCH_NAMESPACES", "")
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    return names or None
+
+
+def _api_message(e: Exception) -> str:
+    try:
+        return json.loads(e.body).get("message") or str(e.reason)  # type: ignore[attr-defined]
+    except Exception:
+        return str(getattr(e, "reason", e))
+
+
+class OperatorBackend:
+    """OpsBackend over the Kubernetes API: the applications of the watched namespaces."""
+
+    requires_token = True
+
+    def __init__(self, namespaces: list[str] | None = None, command_timeout: float | None = None,
+                 scrape_timeout: float = SCRAPE_TIMEOUT) -> None:
+        self.namespaces = namespaces
+        # the operator sends and waits up to commands.TIMEOUT; then it writes the status
+        self.command_timeout = command_timeout if command_timeout is not None else commands.TIMEOUT + 30
+        self.scrape_timeout = scrape_timeout
+        self.rates = RateTracker()
+        self._lock = threading.Lock()
+        self._tokens: dict[str, tuple[float, Caller]] = {}
+        self._reviews: dict[tuple, tuple[float, bool, str]] = {}
+        self._app_locks: dict[tuple[str, str], threading.Lock] = {}
+
+    # --- who may do what ----------------------------------------------------------------------
+
+    def authorize(self, token: str | None, verb: Verb, namespace: str | None, name: str | None) -> Caller:
+        if not token:
+            raise Unauthorized("no credentials: send a Kubernetes bearer token (Authorization: Bearer <token>; "
+                               "kubectl create token ... makes one)")
+        caller = self._authenticate(token)
+        if verb == "list" and namespace is None:
+            return caller
+        if namespace is None:
+            raise BadRequest(f"{verb} needs a namespace")
+        allowed, reason = self._review(caller, verb, namespace, name)
+        if not allowed:
+            what = f'{PLURAL}.{GROUP} "{name}"' if name else f"{PLURAL}.{GROUP}"
+            raise Forbidden(f'{what} is forbidden: User "{caller.user}" cannot {verb} resource "{PLURAL}" in API group '
+                            f'"{GROUP}" in the namespace "{namespace}"' + (f": {reason}" if reason else ""))
+        return caller
+
+    def _authenticate(self, token: str) -> Caller:
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        key = hashlib.sha256(token.encode()).hexdigest()
+        now = time.monotonic()
+        with self._lock:
+            cached = self._tokens.get(key)
+            if cached is not None and cached[0] > now:
+                return cached[1]
+        review = client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token))
+        try:
+            result = client.AuthenticationV1Api(kube.api_client()).create_token_review(review)
+        except ApiException as e:
+            raise OpsError(f"cannot review the token (TokenReview: {e.status} {_api_message(e)})") from None
+        status = result.status
+        if status is None or not status.authenticated or status.user is None:
+            raise Unauthorized("the token is not valid" + (f": {status.error}" if status is not None and status.error else ""))
+        user = status.user
+        caller = Caller(user.username or "", user.uid or "", tuple(user.groups or ()),
+                        tuple(sorted((k, tuple(v or ())) for k, v in (user.extra or {}).items())))
+        with self._lock:
+            if len(self._tokens) > 1000:
+                self._tokens.clear()
+            self._tokens[key] = (now + REVIEW_CACHE_SECONDS, caller)
+        return caller
+
+    def _review(self, caller: Caller, verb: str, namespace: str, name: str | None) -> tuple[bool, str]:
+        """A SubjectAccessReview of `verb` on the application (or on all of them in the namespace,
+        name None) for the caller; (allowed, the reason the authorizer gave), cached a few seconds."""
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        key = (caller, verb, namespace, name)
+        now = time.monotonic()
+        with self._lock:
+            cached = self._reviews.get(key)
+            if cached is not None and cached[0] > now:
+                return cached[1], cached[2]
+        attributes = client.V1ResourceAttributes(group=GROUP, resource=PLURAL, verb=verb, namespace=namespace, name=name)
+        spec = client.V1SubjectAccessReviewSpec(user=caller.user, uid=caller.uid or None, groups=list(caller.groups),
+                                                extra={k: list(v) for k, v in caller.extra} or None,
+                                                resource_attributes=attributes)
+        try:
+            result = client.AuthorizationV1Api(kube.api_client()).create_subject_access_review(
+                client.V1SubjectAccessReview(spec=spec))
+        except ApiException as e:
+            raise OpsError(f"cannot review the access (SubjectAccessReview: {e.status} {_api_message(e)})") from None
+        allowed = bool(result.status and result.status.allowed and not result.status.denied)
+        reason = (result.status.reason or "") if result.status else ""
+        with self._lock:
+            if len(self._reviews) > 10000:
+                self._reviews.clear()
+            self._reviews[key] = (now + REVIEW_CACHE_SECONDS, allowed, reason)
+        return allowed, reason
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def _read(self, namespace: str, name: str) -> dict[str, Any]:
+        from kubernetes.client.exceptions import ApiException
+
+        if self.namespaces is not None and namespace not in self.namespaces:
+            raise NotFound(f"no application {namespace}/{name}: the operator does not watch namespace {namespace}")
+        try:
+            return kube.custom().get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+        except ApiException as e:
+            if e.status == 404:
+                raise NotFound(f"no application {namespace}/{name}") from None
+            raise OpsError(f"reading {namespace}/{name}: {e.status} {_api_message(e)}") from None
+
+    def _list(self) -> list[dict[str, Any]]:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            if self.namespaces is None:
+                return kube.custom().list_cluster_custom_object(GROUP, VERSION, PLURAL).get("items") or []
+            return [item for ns in self.namespaces
+                    for item in kube.custom().list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL).get("items") or []]
+        except ApiException as e:
+            raise OpsError(f"listing applications: {e.status} {_api_message(e)}") from None
+
+    @staticmethod
+    def _summary(item: dict[str, Any]) -> ApplicationSummary:
+        meta, spec, st = item["metadata"], item.get("spec") or {}, item.get("status") or {}
+        count = len(spec.get("streamlets") or [])
+        return ApplicationSummary(namespace=meta["namespace"], name=meta["name"], app_id=spec.get("appId") or meta["name"],
+                                  phase=st.get("phase") or "Pending", ready=st.get("ready") or f"0/{count}")
+
+    def applications(self, caller: Caller) -> list[ApplicationSummary]:
+        """Every application the operator sees that the caller may get (a review per namespace)."""
+        items = self._list()
+        allowed = {ns: self._review(caller, "get", ns, None)[0] for ns in {i["metadata"]["namespace"] for i in items}}
+        return sorted((self._summary(i) for i in items if allowed[i["metadata"]["namespace"]]),
+                      key=lambda s: (s.namespace, s.name))
+
+    def application(self, namespace: str, name: str) -> ApplicationView:
+        item = self._read(namespace, name)
+        view = self._view(item)
+        samples = self._scrape(item, view)
+        return fill(view, samples, self.rates)
+
+    def _view(self, item: dict[str, Any]) -> ApplicationView:
+        spec, st = item.get("spec") or {}, item.get("status") or {}
+        app_id = spec.get("appId") or item["metadata"]["name"]
+        states = st.get("streamlets") or {}
+        streamlets = []
+        for s in spec.get("streamlets") or []:
+            d = s.get("descriptor") or {}
+            port_topics = s.get("portTopics") or {}
+            ports = {kind: {p["name"]: port_topics[p["name"]] for p in d.get(kind) or [] if p.get("name") in port_topics}
+                     for kind in ("inlets", "outlets")}
+            state = (states.get(s["name"]) or {}).get("state")
+            streamlets.append(StreamletView(name=s["name"], class_name=s.get("className") or d.get("class_name") or "",
+                                            status=STATES.get(state or "", "unknown"), inlets=ports["inlets"],
+                                            outlets=ports["outlets"], restarts=(states.get(s["name"]) or {}).get("restarts")))
+        topics = [TopicView(id=t.get("id") or t["name"], name=t["name"], producers=list(t.get("producers") or []),
+                            consumers=list(t.get("consumers") or [])) for t in spec.get("topics") or []]
+        return ApplicationView(**self._summary(item).model_dump(), streamlets=streamlets, topics=topics,
+                               dead_letter_topic=spec.get("deadLetterTopic") or f"{app_id}.dead-letters")
+
+    def _scrape(self, item: dict[str, Any], view: ApplicationView) -> list[Sample]:
+        """Every streamlet driver's samples (its pod's IP, its `metrics` port); a streamlet whose
+        driver cannot be read gets metrics_error."""
+        from kubernetes.client.exceptions import ApiException
+
+        meta, st = item["metadata"], item.get("status") or {}
+        names = {sv.name: ((st.get("streamlets") or {}).get(sv.name) or {}).get("sparkApplication")
+                 or render.spark_app_name(meta["name"], sv.name) for sv in view.streamlets}
+        if not names:
+            return []
+        selector = f"{SPARK_ROLE}=driver,{SPARK_APP_NAME} in ({','.join(sorted(set(names.values())))})"
+        try:
+            pods = kube.core().list_namespaced_pod(meta["namespace"], label_selector=selector).items
+        except ApiException as e:
+            for sv in view.streamlets:
+                sv.metrics_error = f"cannot list the driver pods: {e.status} {_api_message(e)}"
+            return []
+        drivers: dict[str, Any] = {}
+        for pod in sorted(pods, key=lambda p: p.metadata.creation_timestamp or 0):
+            app_name = (pod.metadata.labels or {}).get(SPARK_APP_NAME, "")
+            if pod.metadata.deletion_timestamp is None:
+                drivers[app_name] = pod  # the newest wins
+
+        def scrape(sv: StreamletView) -> list[Sample]:
+            pod = drivers.get(names[sv.name])
+            if pod is None:
+                sv.metrics_error = f"no driver pod of SparkApplication {names[sv.name]}"
+                return []
+            ip = pod.status.pod_ip if pod.status is not None else None
+            if not ip:
+                sv.metrics_error = f"driver pod {pod.metadata.name} has no IP (phase {pod.status.phase if pod.status else '?'})"
+                return []
+            port = next((p.container_port for c in pod.spec.containers or [] for p in c.ports or []
+                         if p.name == METRICS_PORT_NAME), METRICS_PORT)
+            host = f"[{ip}]" if ":" in ip else ip
+            url = f"http://{host}:{port}{METRICS_PATH}"
+            try:
+                with urllib.request.urlopen(url, timeout=self.scrape_timeout) as resp:  # noqa: S310 (an http URL we built)
+                    return parse_text(resp.read().decode("utf-8", errors="replace"))
+            except Exception as e:  # unreachable, slow or not Prometheus' format: no figures
+                sv.metrics_error = f"{url}: {type(e).__name__}: {e}"
+                return []
+
+        with ThreadPoolExecutor(max_workers=min(8, len(view.streamlets))) as pool:
+            return [s for found in pool.map(scrape, view.streamlets) for s in found]
+
+    def dead_letters(self, namespace: str, name: str, limit: int) -> list[DeadLetterView]:
+        spec = self._read(namespace, name).get("spec") or {}
+        bootstrap = (spec.get("kafka") or {}).get("bootstrapServers") or os.environ.get("STREAMLETS_KAFKA_BOOTSTRAP_SERVERS")
+        if not bootstrap:
+            return []
+        topic = spec.get("deadLetterTopic") or f"{spec.get('appId') or name}.dead-letters"
+        return recent_dead_letters(bootstrap, topic, limit)
+
+    def savepoints(self, namespace: str, name: str) -> list[SavepointView]:
+        st = self._read(namespace, name).get("status") or {}
+        return [SavepointView(streamlet=sp["streamlet"], name=sp["name"], location=sp.get("location") or "",
+                              batch_ids=dict(sp.get("batchIds") or {}), time=sp.get("time") or "", reason=sp.get("reason"))
+                for sp in st.get("savepoints") or []]
+
+    # --- acting -------------------------------------------------------------------------------
+
+    def command(self, namespace: str, name: str, request: CommandRequest) -> list[CommandResultView]:
+        """What `kubectl streamlets savepoint|state` does: the request annotation, which the
+        operator's on_command handler sends on the control stream; then the results, once the
+        handler has recorded them in status.commands (at most `command_timeout` seconds)."""
+        from kubernetes.client.exceptions import ApiException
+
+        item = self._read(namespace, name)
+        names = [s["name"] for s in (item.get("spec") or {}).get("streamlets") or []]
+        if request.target is not None and request.target not in names:
+            raise NotFound(f"the application {namespace}/{name} has no streamlet {request.target!r}")
+        wanted = {"id": uuid.uuid4().hex, "command": request.command, "target": request.target, "args": dict(request.args)}
+        try:
+            commands.parse_request(json.dumps(wanted))
+        except commands.RequestError as e:
+            raise BadRequest(str(e)) from None
+        expected = {request.target} if request.target else set(names)
+        with self._lock:
+            app_lock = self._app_locks.setdefault((namespace, name), threading.Lock())
+        # One request at a time per application: the handler sees the annotation's latest value only.
+        if not app_lock.acquire(timeout=self.command_timeout):
+            raise Timeout(f"another command to {namespace}/{name} is still running")
+        try:
+            try:
+                kube.custom().patch_namespaced_custom_object(
+                    GROUP, VERSION, namespace, PLURAL, name,
+                    {"metadata": {"annotations": {REQUEST_ANNOTATION: json.dumps(wanted)}}})
+            except ApiException as e:
+                raise OpsError(f"cannot ask the operator: {e.status} {_api_message(e)}") from None
+            deadline = time.monotonic() + self.command_timeout
+            while True:
+                st = self._read(namespace, name).get("status") or {}
+                entries = [e for e in st.get("commands") or [] if e.get("id") == wanted["id"]]
+                if {e.get("streamlet") for e in entries} >= expected:
+                    return [CommandResultView(id=e["id"], command=e.get("command", request.command), streamlet=e["streamlet"],
+                                              status=e.get("status", ""), message=e.get("message") or "",
+                                              location=e.get("location") or "") for e in entries]
+                if time.monotonic() > deadline:
+                    raise Timeout(f"no result for {request.command} within {self.command_timeout:.0f} s "
+                                  f"(kubectl describe sapp {name} -n {namespace} shows the operator's events)")
+                time.sleep(0.5)
+        finally:
+            app_lock.release()
+
+    def metrics(self) -> tuple[bytes, str]:
+        return metrics.exposition()
+
+
+# --- the server, on kopf's loop -----------------------------------------------------------------
+
+@kopf.on.startup()
+async def serve(memo: Any, logger: "logging.Logger | logging.LoggerAdapter[Any]", **_: Any) -> None:
+    """Start the operations server (blueprint.ops.server) on $STREAMLETS_API_PORT. A port that
+    cannot be bound costs an error line: the operator carries on without the API."""
+    from aiohttp import web
+
+    from blueprint.ops.server import make_app
+
+    try:
+        port = api_port()
+    except ValueError as e:
+        logger.error("operations API not served: %s", e)
+        return
+    if port is None:
+        logger.info("operations API not served (%s is off)", API_PORT_ENV)
+        return
+    host = os.environ.get("STREAMLETS_API_HOST", "0.0.0.0")
+    # The server runs the backend's blocking calls in the loop's default executor; a command waits
+    # for its results, so give it threads of its own (kopf's handlers have kopf's executor).
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=32, thread_name_prefix="streamlets-api"))
+    runner = web.AppRunner(make_app(OperatorBackend(watched_namespaces())), access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as e:
+        logger.error("operations API not served: cannot listen on %s:%d: %s", host, port, e)
+        await runner.cleanup()
+        return
+    memo["streamlets_api_runner"] = runner
+    logger.info("operations API on http://%s:%d (/api/v1, /metrics, /)", host, port)
+
+
+@kopf.on.cleanup()
+async def stop_serving(memo: Any, **_: Any) -> None:
+    runner = memo.get("streamlets_api_runner")
+    if runner is not None:
+        await runner.cleanup()

@@ -1,0 +1,231 @@
+"""Prometheus metrics of running streamlets (prometheus-client), per query, inlet partition and topic.
+
+One `RuntimeCollector` reads a StreamletRuntime when Prometheus scrapes: the progress monitor's
+totals (Spark's StreamingQueryProgress, see monitor.py), the runtime's restarts and quarantined
+records, and, from Kafka, each topic's last stable offset (`AdminClient.list_offsets`,
+read_committed: what a consumer of this platform can read). Nothing runs on the data path; a
+scrape costs one list_offsets call per second at most (cached).
+
+Labels: `app`, `streamlet`, `query` (the query name without the streamlet), `inlet`, `topic`
+(the Kafka topic name), `partition`. Names, types and units (the README's metrics table):
+
+| metric | type | unit | source |
+| --- | --- | --- | --- |
+| streamlets_records_in_total | counter | records | numInputRows of each micro-batch |
+| streamlets_records_out_total | counter | records | sink.numOutputRows |
+| streamlets_batches_total | counter | micro-batches | progress reports |
+| streamlets_input_records_per_second | gauge | records/s | inputRowsPerSecond (last batch) |
+| streamlets_processed_records_per_second | gauge | records/s | processedRowsPerSecond (last batch) |
+| streamlets_batch_duration_seconds | gauge | s | durationMs.triggerExecution (last batch) |
+| streamlets_processing_delay_seconds | gauge | s | durationMs.addBatch: the last batch's data processing |
+| streamlets_last_progress_timestamp_seconds | gauge | Unix s | when the last progress report arrived |
+| streamlets_watermark_timestamp_seconds | gauge | Unix s | eventTime.watermark (queries with one) |
+| streamlets_state_rows | gauge | rows | stateOperators.numRowsTotal, summed |
+| streamlets_state_memory_bytes | gauge | bytes | stateOperators.memoryUsedBytes, summed |
+| streamlets_malformed_records_total | counter | records | values sent to the dead-letter topic |
+| streamlets_query_up | gauge | 1/0 | the query is running |
+| streamlets_restarts_total | counter | restarts | the runtime restarted the streamlet |
+| streamlets_quarantined_records_total | counter | records | poison records (runtime.quarantine) |
+| streamlets_consumer_offset | gauge | offset | next offset the inlet's query will read |
+| streamlets_consumer_lag_records | gauge | records | last stable offset minus consumer offset |
+| streamlets_topic_end_offset | gauge | offset | a topic partition's last stable offset |
+
+Lag needs no progress report: a stopped or slow streamlet's lag grows as its producers write.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+if TYPE_CHECKING:
+    from .runner import StreamletRuntime
+
+log = logging.getLogger(__name__)
+
+QUERY = ["app", "streamlet", "query"]
+STREAMLET = ["app", "streamlet"]
+INLET = ["app", "streamlet", "inlet", "topic", "partition"]
+TOPIC = ["app", "topic", "partition"]
+
+# Per query: (key, type, name, help); counters' names get `_total` in the exposition.
+QUERY_FAMILIES: tuple[tuple[str, type[CounterMetricFamily] | type[GaugeMetricFamily], str, str], ...] = (
+    ("records_in_total", CounterMetricFamily, "streamlets_records_in", "Records read by the query (numInputRows)."),
+    ("records_out_total", CounterMetricFamily, "streamlets_records_out", "Records written by the query's sink."),
+    ("batches_total", CounterMetricFamily, "streamlets_batches", "Micro-batches completed."),
+    ("input_rate", GaugeMetricFamily, "streamlets_input_records_per_second",
+     "Input rate of the last micro-batch (inputRowsPerSecond), records per second."),
+    ("processed_rate", GaugeMetricFamily, "streamlets_processed_records_per_second",
+     "Processing rate of the last micro-batch (processedRowsPerSecond), records per second."),
+    ("duration", GaugeMetricFamily, "streamlets_batch_duration_seconds",
+     "The last micro-batch's duration (durationMs.triggerExecution), seconds."),
+    ("delay", GaugeMetricFamily, "streamlets_processing_delay_seconds",
+     "The last micro-batch's data processing time (durationMs.addBatch), seconds."),
+    ("last", GaugeMetricFamily, "streamlets_last_progress_timestamp_seconds", "When the query last reported progress, Unix seconds."),
+    ("watermark", GaugeMetricFamily, "streamlets_watermark_timestamp_seconds", "The query's event-time watermark, Unix seconds."),
+    ("state_rows", GaugeMetricFamily, "streamlets_state_rows", "Rows in the query's state stores."),
+    ("state_memory", GaugeMetricFamily, "streamlets_state_memory_bytes", "Memory used by the query's state stores, bytes."),
+    ("malformed", CounterMetricFamily, "streamlets_malformed_records",
+     "Inlet values that did not decode, sent to the dead-letter topic."),
+    ("up", GaugeMetricFamily, "streamlets_query_up", "1 while the query runs, else 0."),
+)
+
+
+class TopicOffsets:
+    """Last stable offsets of Kafka topic partitions (read_committed end offsets), cached for
+    `max_age` seconds. A broker that does not answer within `timeout` seconds leaves the last
+    known offsets standing (a scrape never fails for it)."""
+
+    def __init__(self, bootstrap: str, *, max_age: float = 1.0, timeout: float = 2.0) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        from ..kafka_logging import client_config
+
+        self._admin = AdminClient(client_config({"bootstrap.servers": bootstrap}))
+        self._max_age, self._timeout = max_age, timeout
+        self._lock = threading.Lock()
+        self._at = 0.0
+        self._topics: frozenset[str] = frozenset()
+        self._offsets: dict[str, dict[int, int]] = {}
+
+    def end_offsets(self, topics: Iterable[str]) -> dict[str, dict[int, int]]:
+        """topic -> partition -> last stable offset, for the topics that exist."""
+        wanted = frozenset(topics)
+        with self._lock:
+            if wanted == self._topics and time.monotonic() - self._at < self._max_age:
+                return self._offsets
+            try:
+                self._offsets = self._fetch(wanted)
+                self._topics, self._at = wanted, time.monotonic()
+            except Exception as e:  # the broker is away: the last offsets stand
+                log.debug("topic offsets: %s", e)
+            return self._offsets
+
+    def _fetch(self, topics: frozenset[str]) -> dict[str, dict[int, int]]:
+        from confluent_kafka import IsolationLevel, TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        meta = self._admin.list_topics(timeout=self._timeout).topics
+        partitions = [TopicPartition(t, p) for t in topics if t in meta and meta[t].error is None for p in meta[t].partitions]
+        if not partitions:
+            return {}
+        futures = self._admin.list_offsets({tp: OffsetSpec.latest() for tp in partitions},
+                                           isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=self._timeout)
+        out: dict[str, dict[int, int]] = {}
+        for tp, future in futures.items():
+            out.setdefault(tp.topic, {})[tp.partition] = future.result(timeout=self._timeout).offset
+        return out
+
+
+class RuntimeCollector(Collector):
+    """The metrics of one StreamletRuntime (see the module's table), for a prometheus-client
+    registry: `registry.register(RuntimeCollector(runtime, app_id, bootstrap))`. `extra_restarts`
+    adds restarts counted outside the runtime (the sandbox's supervisor restarting a streamlet
+    is the runtime's restart too, so the sandbox passes none)."""
+
+    def __init__(self, runtime: "StreamletRuntime", app_id: str, bootstrap: str | None) -> None:
+        self.runtime = runtime
+        self.app_id = app_id
+        self.offsets = TopicOffsets(bootstrap) if bootstrap else None
+
+    def describe(self) -> list[Metric]:
+        return []  # collected at scrape time; no Kafka call at registration
+
+    def collect(self) -> Iterator[Metric]:
+        app = self.app_id
+        query_metrics = {key: kind(name, text, labels=QUERY) for key, kind, name, text in QUERY_FAMILIES}
+        runtime = self.runtime
+        stats = dict(runtime.monitor.stats)
+        active = {q.name: q.isActive for q in runtime.queries()}
+        for name, s in sorted(stats.items()):
+            labels = [app, s.streamlet, s.query]
+            query_metrics["records_in_total"].add_metric(labels, s.input_rows)
+            query_metrics["records_out_total"].add_metric(labels, s.output_rows)
+            query_metrics["batches_total"].add_metric(labels, s.batches)
+            query_metrics["input_rate"].add_metric(labels, s.input_rate)
+            query_metrics["processed_rate"].add_metric(labels, s.processed_rate)
+            query_metrics["duration"].add_metric(labels, s.batch_duration_ms / 1000)
+            query_metrics["delay"].add_metric(labels, s.add_batch_ms / 1000)
+            if s.last_progress:
+                query_metrics["last"].add_metric(labels, s.last_progress)
+            watermark = _unix_seconds(s.watermark)
+            if watermark:
+                query_metrics["watermark"].add_metric(labels, watermark)
+            query_metrics["state_rows"].add_metric(labels, s.state_rows)
+            query_metrics["state_memory"].add_metric(labels, s.state_memory_bytes)
+            query_metrics["malformed"].add_metric(labels, s.malformed)
+            query_metrics["up"].add_metric(labels, 1.0 if active.get(name, s.status == "running") else 0.0)
+        yield from query_metrics.values()
+
+        restarts = CounterMetricFamily("streamlets_restarts", "Restarts of the streamlet by the runtime (failed "
+                                       "queries restarted, poison records quarantined).", labels=STREAMLET)
+        quarantined = CounterMetricFamily("streamlets_quarantined_records", "Poison records quarantined to the "
+                                          "dead-letter topic.", labels=STREAMLET)
+        for streamlet in sorted(runtime.contexts):
+            restarts.add_metric([app, streamlet], runtime.restarts.get(streamlet, 0))
+            quarantined.add_metric([app, streamlet], runtime.quarantine.counts.get(streamlet, 0))
+        yield restarts
+        yield quarantined
+        yield from self._kafka(stats)
+
+    def _kafka(self, stats) -> Iterator[Metric]:
+        consumer_offset = GaugeMetricFamily("streamlets_consumer_offset", "The next offset the inlet's query reads "
+                                            "(its last micro-batch's end offset).", labels=INLET)
+        lag = GaugeMetricFamily("streamlets_consumer_lag_records", "Records of the inlet's topic partition not yet "
+                                "processed: last stable offset minus consumer offset.", labels=INLET)
+        end = GaugeMetricFamily("streamlets_topic_end_offset", "A topic partition's last stable offset "
+                                "(read_committed end offset).", labels=TOPIC)
+        if self.offsets is not None:
+            reads = [(name, ctx.run, read) for name, ctx in self.runtime.contexts.items() for read in ctx.inlet_reads()]
+            topics = {t for ctx in self.runtime.contexts.values() for t in ctx.run.topics.values()}
+            topics |= {ctx.run.dead_letter_topic for ctx in self.runtime.contexts.values() if ctx.run.dead_letter_topic}
+            latest = self.offsets.end_offsets(topics)
+            processed: dict[tuple[str, str], dict[int, int]] = {}  # (streamlet, topic) -> partition -> offset
+            for s in stats.values():
+                for topic, parts in s.end_offsets.items():
+                    merged = processed.setdefault((s.streamlet, topic), {})
+                    for p, off in parts.items():
+                        merged[p] = max(merged.get(p, 0), off)
+            for streamlet, _, read in sorted(reads, key=lambda r: (r[0], r[2].inlet)):
+                done = processed.get((streamlet, read.topic), {})
+                for partition, offset in sorted(latest.get(read.topic, {}).items()):
+                    labels = [self.app_id, streamlet, read.inlet, read.topic, str(partition)]
+                    at = done.get(partition, 0)
+                    consumer_offset.add_metric(labels, at)
+                    lag.add_metric(labels, max(0, offset - at))
+            for topic, parts in sorted(latest.items()):
+                for partition, offset in sorted(parts.items()):
+                    end.add_metric([self.app_id, topic, str(partition)], offset)
+        yield consumer_offset
+        yield lag
+        yield end
+
+
+def _unix_seconds(iso: str | None) -> float | None:
+    """Spark's watermark text (ISO 8601, UTC) as Unix seconds; None for none or the epoch (no
+    watermark yet)."""
+    if not iso:
+        return None
+    try:
+        value = dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+    return value or None
+
+
+def runtime_registry(runtime: "StreamletRuntime", app_id: str, bootstrap: str | None) -> CollectorRegistry:
+    """A registry holding the runtime's collector and prometheus-client's process metrics of
+    this Python process (CPU seconds, resident memory, open files)."""
+    from prometheus_client import ProcessCollector
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RuntimeCollector(runtime, app_id, bootstrap))
+    ProcessCollector(registry=registry)
+    return registry
