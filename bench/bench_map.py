@@ -2,7 +2,7 @@
 
     python bench/bench_map.py [--records 1000000] [--rounds 3] [--partitions 2]
                               [--max-offsets-per-trigger N] [--variants baseline,streamlet]
-                              [--on-failure quarantine] [--metrics]
+                              [--on-failure quarantine]
 
 Both jobs read the same Kafka topic of Avro-encoded flight events (12 fields: strings, ints,
 nullable strings and doubles, timestamp-millis, boolean), add `dep_delay_hours` (dep_delay / 60)
@@ -18,9 +18,9 @@ rounds, the order rotating each round (with two jobs: alternating which goes fir
   exactly-once outlets (the default: one Kafka transaction per micro-batch, produced from the
   driver; streamlets.runtime.exactly_once).
 - streamlet-alo (`--variants streamlet-alo`): the same with delivery at-least-once (Spark's Kafka sink).
-- `--metrics`: the streamlet jobs serve their Prometheus endpoint as a driver pod does
-  (streamlets.driver.serve_metrics), scraped every second while they run (issue 11's goal: the
-  ratio stays >= 0.95 with metrics on).
+- streamlet-metrics, streamlet-alo-metrics (`--variants ...`): the same streamlets serving their
+  Prometheus endpoint as a driver pod does (streamlets.driver.serve_metrics), scraped every second
+  while they run; with the plain variant in the same run, the ratio to it is what metrics cost.
 
 Each run is timed from start (building the query) to awaitTermination (wall clock); records/s is
 records / seconds. The CPU seconds the Spark JVM and this Python process used meanwhile are
@@ -566,6 +566,7 @@ class StreamletJob(Job):
 
     streamlet_class = Mapper
     delivery = "exactly-once"
+    metrics = False  # serve and scrape the Prometheus endpoint (MetricsScraper)
 
     def start(self, in_topic, out_topic, checkpoint):
         from streamlets.runtime.runconfig import StreamletRunConfig
@@ -581,7 +582,7 @@ class StreamletJob(Job):
         )
         self.runtime = StreamletRuntime(self.spark, "bench", DEAD_LETTERS, KafkaTransport(self.bootstrap))
         self.ctx = self.runtime.start_class(self.streamlet_class, run)
-        self.scraper = MetricsScraper(self.runtime, run) if METRICS else None
+        self.scraper = MetricsScraper(self.runtime, run) if self.metrics else None
         return list(self.ctx.queries)
 
     def finish(self):
@@ -599,6 +600,18 @@ class StreamletAloJob(StreamletJob):
     delivery = "at-least-once"
 
 
+class StreamletMetricsJob(StreamletJob):
+    name = "streamlet-metrics"
+    description = "Mapper by StreamletRuntime serving its Prometheus endpoint (streamlets.driver.serve_metrics), scraped every second"
+    metrics = True
+
+
+class StreamletAloMetricsJob(StreamletAloJob):
+    name = "streamlet-alo-metrics"
+    description = "the at-least-once streamlet serving its Prometheus endpoint, scraped every second"
+    metrics = True
+
+
 class CheckedStreamletJob(StreamletJob):
     name = "checked"
     description = "CheckedMapper: the streamlet with AvroInlet(check_trailing_bytes=True), by StreamletRuntime"
@@ -606,7 +619,7 @@ class CheckedStreamletJob(StreamletJob):
 
 
 class MetricsScraper:
-    """--metrics: the driver's Prometheus endpoint (streamlets.driver.serve_metrics) on a free
+    """streamlet-metrics: the driver's Prometheus endpoint (streamlets.driver.serve_metrics) on a free
     port, scraped every `interval` seconds (Prometheus' default is 15 s; 1 s is the harsher case)
     while the job runs. stop() checks the last scrape saw the streamlet's records-in counter."""
 
@@ -617,7 +630,7 @@ class MetricsScraper:
         port = _free_ports(1)[0]
         self.server = serve_metrics(runtime, run, env={"STREAMLETS_METRICS_PORT": str(port)})
         if self.server is None:
-            raise RuntimeError("--metrics: the metrics endpoint did not start (see the log)")
+            raise RuntimeError("streamlet-metrics: the metrics endpoint did not start (see the log)")
         self.url = f"http://127.0.0.1:{port}/metrics"
         self.scrapes, self.last = 0, ""
         self._stop = threading.Event()
@@ -637,15 +650,14 @@ class MetricsScraper:
         self._thread.join(15)
         self.server.shutdown()
         if self.scrapes and "streamlets_records_in_total{" not in self.last:
-            raise AssertionError(f"--metrics: the endpoint's last scrape has no records-in counter: {self.last[:500]}")
+            raise AssertionError(f"streamlet-metrics: the last scrape has no records-in counter: {self.last[:500]}")
 
 
 DEAD_LETTERS = "bench.dead-letters"
-METRICS = False  # --metrics: the streamlet jobs serve their Prometheus endpoint, scraped every second
 ON_FAILURE: str | None = None  # --on-failure: the streamlet jobs' run config on_failure (streamlets.runtime.quarantine)
 JOBS: dict[str, type[Job]] = {j.name: j for j in (Baseline, BaselineSession, BaselineListener, Permissive, SdkFilter,
                                                    SdkObserve, SdkV1, SdkReencode, SdkCompact, StreamletJob,
-                                                   StreamletAloJob)}
+                                                   StreamletAloJob, StreamletMetricsJob, StreamletAloMetricsJob)}
 if CheckedMapper is not None:
     JOBS[CheckedStreamletJob.name] = CheckedStreamletJob
 DEFAULT_VARIANTS = ("baseline", "streamlet")
@@ -779,8 +791,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--on-failure", choices=["stop", "quarantine"], default=None,
                         help="on_failure of the streamlet jobs (streamlets.runtime.quarantine); nothing fails here, so "
                              "quarantine must cost nothing (default: the class's, stop)")
-    parser.add_argument("--metrics", action="store_true", help="the streamlet jobs serve their Prometheus endpoint "
-                        "(streamlets.driver.serve_metrics, as a driver pod does) and it is scraped every second")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (broker data, checkpoints)")
     return parser
 
@@ -794,9 +804,8 @@ def main(argv: list[str] | None = None) -> int:
 
     faulthandler.enable()  # a crash in a native client (librdkafka, py4j) still says where
     args = build_parser().parse_args(argv)
-    global ON_FAILURE, METRICS
+    global ON_FAILURE
     ON_FAILURE = args.on_failure
-    METRICS = args.metrics
     if args.records <= 0 or args.rounds <= 0 or args.partitions <= 0:
         print("error: --records, --rounds and --partitions must be positive", file=sys.stderr)
         return 2
@@ -878,7 +887,6 @@ def main(argv: list[str] | None = None) -> int:
             "partitions": args.partitions,
             "max_offsets_per_trigger": args.max_offsets_per_trigger,
             "on_failure": args.on_failure,
-            "metrics": args.metrics,
             "master": args.master,
             "java_options": args.java_options,
             "variants": {name: JOBS[name].description for name in variants},
@@ -959,6 +967,12 @@ def print_table(result: dict[str, Any], variants: list[str]) -> None:
         if v != "baseline":
             print(f"  {v:<11} / baseline: records/s {med[v]['rps'] / med['baseline']['rps']:.3f}, "
                   f"records per CPU-second {med[v]['rpcs'] / med['baseline']['rpcs']:.3f}   ({JOBS[v].description})")
+    for plain in ("streamlet", "streamlet-alo"):  # what serving and scraping the metrics costs the same job
+        with_metrics = f"{plain}-metrics"
+        if plain in variants and with_metrics in variants:
+            per_round = [row[with_metrics]["rps"] / row[plain]["rps"] for row in result["runs"]]
+            print(f"  {with_metrics} / {plain}: records/s {med[with_metrics]['rps'] / med[plain]['rps']:.3f} "
+                  f"(medians), per round {', '.join(f'{r:.3f}' for r in per_round)}")
     verdict = "meets" if result["ratio"] >= result["goal"] else "MISSES"
     print(f"\nratio = streamlet records/s / baseline records/s (medians) = {result['ratio']:.3f}  "
           f"({verdict} the goal of {result['goal']})")
