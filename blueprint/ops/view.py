@@ -21,7 +21,7 @@ table{border-collapse:collapse;background:#fff;font-size:.85rem}
 th,td{border:1px solid #dde1ea;padding:.25rem .5rem;text-align:right;white-space:nowrap}
 th{background:#eef1f6} td.l,th.l{text-align:left}
 .running{color:#137333} .failed{color:#b3261e} .stopped,.unknown,.starting{color:#8a6d00}
-svg{background:#fff;border:1px solid #dde1ea}
+svg{background:#fff;border:1px solid #dde1ea;max-width:100%;height:auto}
 .empty{color:#5b6478;font-style:italic}
 """
 
@@ -77,7 +77,7 @@ def _streamlets(app: ApplicationView) -> str:
         rows.append(f'<tr data-streamlet="{escape(s.name)}" data-processed-rate="{s.processed_rate or 0}">'
                     f'<td class="l">{escape(s.name)}</td><td class="l">{escape(s.class_name)}</td>'
                     f'<td class="l {escape(s.status)}">{escape(s.status)}</td>' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    return _table("Streamlets", head, rows, left=3)
+    return _table("Streamlets", head, rows, left={0, 1, 2})
 
 
 def _topics(app: ApplicationView) -> str:
@@ -89,7 +89,7 @@ def _topics(app: ApplicationView) -> str:
                     f'<td class="l">{escape(t.name)}</td><td>{_num(t.end_offset)}</td><td>{_num(t.rate, 1)}</td>'
                     f'<td class="l">{escape(", ".join(t.producers))}</td><td class="l">{escape(", ".join(t.consumers))}</td>'
                     f'<td class="l">{lag}</td></tr>')
-    return _table("Topics", head, rows, left=2)
+    return _table("Topics", head, rows, left={0, 1, 4, 5, 6})
 
 
 def _dead_letters(letters: list[DeadLetterView]) -> str:
@@ -97,7 +97,7 @@ def _dead_letters(letters: list[DeadLetterView]) -> str:
     rows = [f'<tr><td class="l">{_time(d.timestamp)}</td><td class="l">{escape(d.streamlet)}</td><td class="l">{escape(d.inlet)}</td>'
             f'<td class="l">{escape(d.topic)}</td><td>{d.partition}</td><td>{d.offset:,}</td><td>{d.value_bytes:,}</td>'
             f'<td class="l">{escape(d.error[:200])}</td></tr>' for d in letters]
-    return _table("Recent dead letters", head, rows, left=1, empty="none")
+    return _table("Recent dead letters", head, rows, left={0, 1, 2, 3, 7}, empty="none")
 
 
 def _savepoints(savepoints: list[SavepointView]) -> str:
@@ -105,13 +105,14 @@ def _savepoints(savepoints: list[SavepointView]) -> str:
     rows = [f'<tr><td class="l">{escape(s.time)}</td><td class="l">{escape(s.streamlet)}</td><td class="l">{escape(s.name)}</td>'
             f'<td class="l">{escape(", ".join(f"{q}={b}" for q, b in sorted(s.batch_ids.items())))}</td>'
             f'<td class="l">{escape(s.reason or "")}</td><td class="l">{escape(s.location)}</td></tr>' for s in savepoints]
-    return _table("Savepoints", head, rows, left=6, empty="none")
+    return _table("Savepoints", head, rows, left=set(range(6)), empty="none")
 
 
-def _table(title: str, head: tuple[str, ...], rows: list[str], left: int, empty: str = "none") -> str:
+def _table(title: str, head: tuple[str, ...], rows: list[str], left: set[int], empty: str = "none") -> str:
+    """A table whose columns `left` (indexes) are left-aligned, the others (figures) right-aligned."""
     if not rows:
         return f'<h2>{escape(title)}</h2><p class="empty">{escape(empty)}</p>'
-    ths = "".join(f'<th class="{"l" if i < left or title in ("Savepoints",) else ""}">{escape(h)}</th>' for i, h in enumerate(head))
+    ths = "".join(f'<th class="{"l" if i in left else ""}">{escape(h)}</th>' for i, h in enumerate(head))
     return f"<h2>{escape(title)}</h2><table><tr>{ths}</tr>{''.join(rows)}</table>"
 
 
