@@ -1,11 +1,14 @@
-"""Benchmark: end-to-end latency, produce -> receipt of the mapped record, one hop through a map.
+"""Benchmark: end-to-end latency, produce -> receipt of the mapped record, through one map hop
+and through a chain of three (topic -> A -> topic -> B -> topic -> C -> topic).
 
-    python bench/bench_latency.py [--rates 1000,10000] [--seconds 20] [--partitions 2]
+    python bench/bench_latency.py [--rates 1000,10000] [--seconds 20] [--partitions 2] [--hops 1,3]
                                   [--variants baseline-mb,baseline-rt,streamlet-mb,streamlet-rt,quix]
-                                  [--master local[3]] [--checkpoint-interval "5 seconds"]
+                                  [--master local[7]] [--checkpoint-interval "5 seconds"]
 
 One Kafka broker (started here) and one SparkSession serve every variant; each variant gets
-fresh topics. A producer process sends the flight events of bench_map (Avro, 12 fields) at a
+fresh topics. With --hops 3 every variant runs three maps in a row, each its own query
+(streamlet, Quix application) reading the topic the one before writes; the record is timed from
+its produce into the first topic to its receipt from the last. A producer process sends the flight events of bench_map (Avro, 12 fields) at a
 steady rate (ticks of 1 ms, linger.ms 0) for --seconds, keyed by flight_id; a consumer process
 reads the output topic and notes when each mapped record arrives. Latency = receipt time -
 the time the record was handed to the producer (both on this machine's clock, time.time()).
@@ -13,17 +16,24 @@ Before the measured window the variant runs until a warm-up record has come thro
 
 Variants (the map is bench_map's: add dep_delay_hours):
 - baseline-mb: hand-written PySpark job, Kafka -> from_avro -> map -> to_avro -> Kafka, default trigger
+- baseline-mb-async: the same with Spark's asynchronous progress tracking (asyncProgressTrackingEnabled)
 - baseline-rt: the same query with Spark 4.1's Real-Time Mode trigger (update mode)
 - streamlet-mb: bench_map's Mapper started by StreamletRuntime, default (micro-batch) trigger,
   exactly-once outlet (one Kafka transaction per micro-batch: consumers see a batch when it commits)
 - streamlet-mb-alo: the same with `delivery = at-least-once` (Spark's Kafka sink): the latency
   exactly-once costs is streamlet-mb against this
+- streamlet-mb-async: the at-least-once Mapper with `progress-tracking = async` (Spark's asynchronous
+  progress tracking: offset and commit logs written in the background; streamlets.runtime.progress_tracking)
 - streamlet-rt: the Mapper with `trigger="real-time <interval>"` (streamlets.trigger)
-- quix: Quix Streams (fastavro decode, map, encode) in one Python process: the Python peer.
+- quix: Quix Streams (fastavro decode, map, encode), one Python process per hop: the Python peer.
   Benchmark-only: `pip install -e .[bench]` (never a runtime dependency).
 
-Printed: p50, p90, p99 and max in ms per variant and rate, the records received of those sent,
-and ratios to the hand-written job of the same trigger. Results go to bench/results/latency.json.
+Real-Time Mode holds a core (a task slot) per inlet partition for as long as it runs: the chain's
+three real-time hops hold 3 x partitions, hence the default master local[3 x partitions + 1]
+(task slots, not CPUs) when --hops has 3, local[partitions + 1] otherwise.
+
+Printed: p50, p90, p99 and max in ms per hops, variant and rate, the records received of those
+sent, and ratios to the hand-written job of the same trigger. Results go to bench/results/latency.json.
 """
 
 from __future__ import annotations
@@ -47,9 +57,37 @@ for p in (str(REPO), str(HERE)):
         sys.path.insert(0, p)
 
 from bench_map import FLIGHT_EVENT, KEY_FIELD, MAPPED_FLIGHT, Mapper, flight_record, spark_map, _encode  # noqa: E402
+from streamlets import AvroInlet, AvroOutlet, Streamlet  # noqa: E402
 
-VARIANTS = ("baseline-mb", "baseline-rt", "streamlet-mb", "streamlet-mb-alo", "streamlet-rt", "quix")
+VARIANTS = ("baseline-mb", "baseline-mb-async", "baseline-rt", "streamlet-mb", "streamlet-mb-alo", "streamlet-mb-async",
+            "streamlet-rt", "quix")
 WARMUP_KEY_OFFSET = 10**9
+
+
+class MappedMapper(Streamlet):
+    """The chain's second and third hops: bench_map's map again, on its own output (dep_delay_hours
+    computed anew)."""
+
+    inlet = AvroInlet("in", MAPPED_FLIGHT)
+    out = AvroOutlet("out", MAPPED_FLIGHT, key=KEY_FIELD)
+
+    def create_logic(self, ctx) -> None:
+        ctx.write_stream(spark_map(ctx.read_stream(self.inlet)), self.out)
+
+
+def hop_schema(hop: int) -> dict:
+    """What hop `hop` (0-based) reads: flight events first, then the mapped flights of the hop before."""
+    return FLIGHT_EVENT if hop == 0 else MAPPED_FLIGHT
+
+
+def chain_topics(tag: str, hops: int) -> list[str]:
+    """The topics of a chain of `hops` maps: lat.<tag>.0 (produced into) ... lat.<tag>.<hops> (consumed)."""
+    return [f"lat.{tag}.{i}" for i in range(hops + 1)]
+
+
+def default_master(hops: list[int], partitions: int) -> str:
+    """A task slot per real-time task (partitions per hop, the longest chain), one more for the rest."""
+    return f"local[{max(hops) * partitions + 1}]"
 
 
 # --- producer and consumer processes ------------------------------------------------------------
@@ -114,14 +152,14 @@ def _consumer(bootstrap: str, topic: str, partitions: int, expected: int, start_
     out_q.put(received)
 
 
-def _quix(bootstrap: str, in_topic: str, out_topic: str) -> None:
+def _quix(bootstrap: str, in_topic: str, out_topic: str, reader_schema: dict = FLIGHT_EVENT) -> None:
     """The map in Quix Streams: bytes in, fastavro decode, map, fastavro encode, bytes out."""
     import io
 
     import fastavro
     from quixstreams import Application
 
-    reader, writer = fastavro.parse_schema(FLIGHT_EVENT), fastavro.parse_schema(MAPPED_FLIGHT)
+    reader, writer = fastavro.parse_schema(reader_schema), fastavro.parse_schema(MAPPED_FLIGHT)
 
     def mapped(value: bytes) -> bytes:
         rec = fastavro.schemaless_reader(io.BytesIO(value), reader, None)
@@ -135,7 +173,7 @@ def _quix(bootstrap: str, in_topic: str, out_topic: str) -> None:
     app = Application(broker_address=bootstrap, consumer_group=f"quix-{uuid.uuid4().hex[:8]}",
                       state_dir=tempfile.mkdtemp(prefix="bench-quix-"),
                       auto_offset_reset="earliest", producer_extra_config={"linger.ms": 0},
-                      consumer_extra_config={"fetch.wait.max.ms": 1})
+                      consumer_extra_config={"fetch.wait.max.ms": 1}, loglevel="WARNING")
     src = app.topic(in_topic, value_deserializer="bytes", key_deserializer="bytes")
     dst = app.topic(out_topic, value_serializer="bytes", key_serializer="bytes")
     app.dataframe(src).apply(mapped).to_topic(dst)
@@ -144,35 +182,44 @@ def _quix(bootstrap: str, in_topic: str, out_topic: str) -> None:
 
 # --- the Spark variants --------------------------------------------------------------------------
 
-def start_spark_variant(spark, name: str, bootstrap: str, in_topic: str, out_topic: str, checkpoint: str,
-                        interval: str):
-    """Start the variant's query; returns a stop() callable."""
+def start_spark_variant(spark, name: str, bootstrap: str, topics: list[str], checkpoint: str, interval: str):
+    """Start the variant's queries, one per hop (topics[i] -> topics[i + 1]); returns a stop() callable."""
+    from streamlets.runtime import progress_tracking
     from streamlets.trigger import Trigger
 
+    hops = list(zip(topics[:-1], topics[1:], strict=True))
     if name.startswith("baseline"):
         from pyspark.sql import functions as F
         from pyspark.sql.avro.functions import from_avro
 
-        src = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-               .option("subscribe", in_topic).option("startingOffsets", "earliest").load())
-        records = src.select(from_avro(F.col("value"), json.dumps(FLIGHT_EVENT)).alias("r")).select("r.*")
-        writer = (_encode(spark_map(records)).writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-                  .option("topic", out_topic).option("checkpointLocation", checkpoint))
-        if name.endswith("rt"):
-            writer = Trigger.real_time(interval).apply(writer.outputMode("update"))
-        q = writer.start()
-        return lambda: q.stop()
+        queries = []
+        for i, (in_topic, out_topic) in enumerate(hops):
+            src = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+                   .option("subscribe", in_topic).option("startingOffsets", "earliest").load())
+            records = src.select(from_avro(F.col("value"), json.dumps(hop_schema(i))).alias("r")).select("r.*")
+            writer = (_encode(spark_map(records)).writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+                      .option("topic", out_topic).option("checkpointLocation", f"{checkpoint}/{i}"))
+            if name.endswith("rt"):
+                writer = Trigger.real_time(interval).apply(writer.outputMode("update"))
+            elif name.endswith("async"):
+                writer = progress_tracking.apply(writer)
+            queries.append(writer.start())
+        return lambda: [q.stop() for q in queries]
     from streamlets.runtime.runconfig import StreamletRunConfig
     from streamlets.runtime.runner import StreamletRuntime
     from streamlets.runtime.transport import KafkaTransport
 
-    run = StreamletRunConfig(app_id="bench", streamlet=f"mapper-{uuid.uuid4().hex[:6]}",
-                             class_name=f"{Mapper.__module__}.Mapper", topics={"in": in_topic, "out": out_topic},
-                             bootstrap_servers=bootstrap, checkpoint_root=checkpoint, dead_letter_topic="bench.dl",
-                             trigger=f"real-time {interval}" if name.endswith("rt") else None,
-                             delivery="at-least-once" if name.endswith("alo") else "exactly-once")
     rt = StreamletRuntime(spark, "bench", "bench.dl", KafkaTransport(bootstrap))
-    rt.start_class(Mapper, run)
+    streamlet = f"mapper-{uuid.uuid4().hex[:6]}"
+    for i, (in_topic, out_topic) in enumerate(hops):
+        cls = Mapper if i == 0 else MappedMapper
+        run = StreamletRunConfig(app_id="bench", streamlet=f"{streamlet}-{i}", class_name=f"{cls.__module__}.{cls.__name__}",
+                                 topics={"in": in_topic, "out": out_topic}, bootstrap_servers=bootstrap,
+                                 checkpoint_root=f"{checkpoint}/{i}", dead_letter_topic="bench.dl",
+                                 trigger=f"real-time {interval}" if name.endswith("rt") else None,
+                                 delivery="at-least-once" if name.endswith(("alo", "async")) else "exactly-once",
+                                 progress_tracking="async" if name.endswith("async") else "sync")
+        rt.start_class(cls, run)
     return lambda: rt.stop(timeout=30)
 
 
@@ -210,23 +257,69 @@ def warm_up(bootstrap: str, in_topic: str, out_topic: str, partitions: int, time
         raise RuntimeError(f"warm-up: {r['received']} of {r['sent']} records came through")
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python bench/bench_latency.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rates", default="1000,10000", help="records/s, comma-separated (default 1000,10000)")
     parser.add_argument("--seconds", type=float, default=20.0, help="measured seconds per variant and rate (default 20)")
     parser.add_argument("--partitions", type=int, default=2, help="partitions of every topic (default 2)")
+    parser.add_argument("--hops", default="1,3", help="maps in a row, comma-separated: 1 (one hop), 3 (the chain); "
+                        "default 1,3")
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {', '.join(VARIANTS)}")
-    parser.add_argument("--master", default="local[3]", help="Spark master (default local[3]: Real-Time Mode holds "
-                        "a core per partition, one more runs the rest)")
+    parser.add_argument("--master", default=None, help="Spark master (default local[max hops x partitions + 1]: "
+                        "Real-Time Mode holds a task slot per partition and hop, one more runs the rest)")
     parser.add_argument("--checkpoint-interval", default="5 seconds", help="Real-Time Mode checkpoint interval")
     parser.add_argument("--output", default=str(HERE / "results" / "latency.json"))
-    args = parser.parse_args(argv)
+    return parser
+
+
+def start_quix(bootstrap: str, topics: list[str]):
+    """One Quix Streams process per hop; returns a stop() callable."""
+    procs = [mp.get_context("spawn").Process(target=_quix, args=(bootstrap, a, b, hop_schema(i)))
+             for i, (a, b) in enumerate(zip(topics[:-1], topics[1:], strict=True))]
+    for proc in procs:
+        proc.start()
+
+    def stop() -> None:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.join(30)
+    return stop
+
+
+def print_table(results: list[dict[str, Any]], rates: list[int], hops_list: list[int]) -> None:
+    print()
+    print("| hops | rate | variant | p50 ms | p90 ms | p99 ms | max ms | received |")
+    print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    for r in results:
+        print(f"| {r['hops']} | {r['rate']:,} | {r['variant']} | {r['p50']:,.1f} | {r['p90']:,.1f} | {r['p99']:,.1f} | "
+              f"{r['max']:,.1f} | {r['received']:,}/{r['sent']:,} |")
+    by = {(r["variant"], r["rate"], r["hops"]): r for r in results}
+    pairs = [("streamlet-mb", "baseline-mb"), ("streamlet-mb-alo", "baseline-mb"),
+             ("streamlet-mb-async", "baseline-mb-async"), ("streamlet-mb-async", "baseline-mb"),
+             ("streamlet-rt", "baseline-rt"), ("streamlet-mb", "streamlet-mb-alo"),
+             ("streamlet-mb-async", "streamlet-mb-alo")]
+    for hops in hops_list:
+        for rate in rates:
+            for a, b in pairs:
+                x, y = by.get((a, rate, hops)), by.get((b, rate, hops))
+                if x and y:
+                    print(f"ratio {a}/{b}, {hops} hop(s) at {rate}/s: p50 {x['p50'] / y['p50']:.2f}, "
+                          f"p99 {x['p99'] / y['p99']:.2f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     rates = [int(r) for r in args.rates.split(",") if r.strip()]
+    hops_list = [int(h) for h in args.hops.split(",") if h.strip()]
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
         print(f"error: unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}", file=sys.stderr)
+        return 2
+    if not hops_list or any(h < 1 for h in hops_list):
+        print("error: --hops takes positive numbers of maps, e.g. 1,3", file=sys.stderr)
         return 2
     if "quix" in variants:
         try:
@@ -234,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:
             print("error: the quix variant needs Quix Streams: pip install -e .[bench]", file=sys.stderr)
             return 2
+    master = args.master or default_master(hops_list, args.partitions)
     os.environ.setdefault("STREAMLETS_SPARK_LOG_LEVEL", "ERROR")
     from blueprint.sandbox.kafka_broker import KafkaBroker, create_topics
     from streamlets.runtime.spark_session import build_spark_session
@@ -246,56 +340,36 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap = broker.bootstrap_servers
         create_topics(bootstrap, [("bench.dl", 1, {})])
         if any(v != "quix" for v in variants):
-            spark = build_spark_session("bench-latency", master=args.master)
-        for rate in rates:
-            for name in variants:
-                tag = f"{name}.{rate}.{uuid.uuid4().hex[:6]}"
-                in_topic, out_topic = f"lat.in.{tag}", f"lat.out.{tag}"
-                create_topics(bootstrap, [(in_topic, args.partitions, {}), (out_topic, args.partitions, {})])
-                proc = None
-                if name == "quix":
-                    proc = mp.get_context("spawn").Process(target=_quix, args=(bootstrap, in_topic, out_topic))
-                    proc.start()
-                    stop = proc.terminate
-                else:
-                    stop = start_spark_variant(spark, name, bootstrap, in_topic, out_topic, str(tmp / "cp" / tag),
-                                               args.checkpoint_interval)
-                try:
-                    warm_up(bootstrap, in_topic, out_topic, args.partitions)
-                    r = measure(bootstrap, in_topic, out_topic, args.partitions, rate, args.seconds, 0)
-                finally:
-                    stop()
-                    if proc is not None:
-                        proc.join(30)
-                r.update(variant=name, rate=rate)
-                results.append(r)
-                print(f"  {rate:>6}/s {name:<13} p50 {r['p50']:8.1f} ms  p90 {r['p90']:8.1f}  p99 {r['p99']:8.1f}  "
-                      f"max {r['max']:8.1f}  ({r['received']}/{r['sent']} received)", flush=True)
+            spark = build_spark_session("bench-latency", master=master)
+        for hops in hops_list:
+            for rate in rates:
+                for name in variants:
+                    tag = f"{name}.{hops}.{rate}.{uuid.uuid4().hex[:6]}"
+                    topics = chain_topics(tag, hops)
+                    create_topics(bootstrap, [(t, args.partitions, {}) for t in topics])
+                    if name == "quix":
+                        stop = start_quix(bootstrap, topics)
+                    else:
+                        stop = start_spark_variant(spark, name, bootstrap, topics, str(tmp / "cp" / tag),
+                                                   args.checkpoint_interval)
+                    try:
+                        warm_up(bootstrap, topics[0], topics[-1], args.partitions)
+                        r = measure(bootstrap, topics[0], topics[-1], args.partitions, rate, args.seconds, 0)
+                    finally:
+                        stop()
+                    r.update(variant=name, rate=rate, hops=hops)
+                    results.append(r)
+                    print(f"  {hops} hop(s) {rate:>6}/s {name:<18} p50 {r['p50']:8.1f} ms  p90 {r['p90']:8.1f}  "
+                          f"p99 {r['p99']:8.1f}  max {r['max']:8.1f}  ({r['received']}/{r['sent']} received)", flush=True)
     finally:
         if spark is not None:
             spark.stop()
         broker.stop()
-    print()
-    print("| rate | variant | p50 ms | p90 ms | p99 ms | max ms | received |")
-    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
-    for r in results:
-        print(f"| {r['rate']:,} | {r['variant']} | {r['p50']:,.1f} | {r['p90']:,.1f} | {r['p99']:,.1f} | "
-              f"{r['max']:,.1f} | {r['received']:,}/{r['sent']:,} |")
-    by = {(r["variant"], r["rate"]): r for r in results}
-    for rate in rates:
-        for mode in ("mb", "rt"):
-            s, b = by.get((f"streamlet-{mode}", rate)), by.get((f"baseline-{mode}", rate))
-            if s and b:
-                print(f"ratio streamlet-{mode}/baseline-{mode} at {rate}/s: p50 {s['p50'] / b['p50']:.2f}, "
-                      f"p99 {s['p99'] / b['p99']:.2f}")
-        s, a = by.get(("streamlet-mb", rate)), by.get(("streamlet-mb-alo", rate))
-        if s and a:
-            print(f"ratio exactly-once/at-least-once streamlet-mb at {rate}/s: p50 {s['p50'] / a['p50']:.2f}, "
-                  f"p99 {s['p99'] / a['p99']:.2f}")
+    print_table(results, rates, hops_list)
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"benchmark": "latency", "seconds": args.seconds, "partitions": args.partitions,
-                               "master": args.master, "checkpoint_interval": args.checkpoint_interval,
+                               "hops": hops_list, "master": master, "checkpoint_interval": args.checkpoint_interval,
                                "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                                            "loadavg": os.getloadavg()},
                                "results": results}, indent=2) + "\n")

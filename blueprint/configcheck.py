@@ -13,6 +13,8 @@ The scopes are Cloudflow's, without its `cloudflow.` prefix:
     streamlets.<name>.kubernetes.labels|annotations.<k> = text
     streamlets.<name>.delivery = exactly-once|at-least-once  its Kafka outlets (default exactly-once)
     streamlets.<name>.trigger = "real-time 5 seconds"    micro-batch | processing-time <d> | real-time [<d>]
+    streamlets.<name>.progress-tracking = sync|async     micro-batch progress (async: at-least-once Kafka to
+                                                         Kafka only; streamlets.runtime.progress_tracking)
     runtimes.spark.config.<spark.* key> = value          every Spark streamlet
     runtimes.spark.kubernetes.<as above>                 every Spark streamlet
     topics.<id>.partitions|replication-factor = n        a topic of the blueprint
@@ -37,7 +39,8 @@ from streamlets.errors import ConfigError
 
 from .loader import HOCON_SUFFIXES, BlueprintLoadError, _hocon_root, _yaml_root
 from .problems import Problem, make_problem
-from .scopes import (CONFIG_PARAMETERS, DELIVERY, KUBERNETES, STREAMLET_SETTINGS, POD_KEYS, POD_METADATA, POD_ROLES, RUNTIME_SECTIONS,
+from .scopes import (CONFIG_PARAMETERS, DELIVERY, KUBERNETES, ON_FAILURE, PROGRESS_TRACKING, STREAMLET_SETTINGS, TRIGGER,
+                     POD_KEYS, POD_METADATA, POD_ROLES, RUNTIME_SECTIONS,
                      RUNTIMES, SPARK, STREAMLET_SECTIONS, STREAMLETS, TOP_LEVEL, TOPIC_SETTINGS, TOPICS, VOLUME_MOUNTS,
                      parse_scope, setting_value)
 from .verify import Resolved
@@ -109,6 +112,7 @@ def check_config(r: Resolved, entries: list[Entry]) -> list[Problem]:
     scopes = [parse_scope(e.parts) for e in entries]
     given = {(s.owner, s.item) for s in scopes if s.is_streamlet(CONFIG_PARAMETERS)}
     problems += check_real_time(r, entries)
+    problems += check_progress_tracking(r, entries)
     for name, cls in r.classes.items():
         for param in cls.config_parameters():
             if param.default is None and (name, param.key) not in given:
@@ -237,6 +241,42 @@ def check_real_time(r: Resolved, entries: list[Entry]) -> list[Problem]:
         if edges:  # Real-Time Mode cannot use foreachBatch: Spark's Kafka sink, at-least-once (runtime.exactly_once)
             problems.append(make_problem("at-least-once-edge", _at_least_once(edges, "Real-Time Mode's Kafka sink"), *where,
                                          hint="run it with a micro-batch trigger where downstream has a watermark"))
+    return problems
+
+
+def check_progress_tracking(r: Resolved, entries: list[Entry]) -> list[Problem]:
+    """Where asynchronous progress tracking (streamlets.<name>.progress-tracking = async) cannot
+    run, as far as declarations and config tell (streamlets.runtime.progress_tracking): exactly-once
+    outlets (delivery not at-least-once), Real-Time Mode, quarantine, a streamlet without an inlet or
+    an outlet (Kafka source and Spark's Kafka sink). One async-progress-unsupported error each."""
+    from streamlets.runtime.progress_tracking import ASYNC, streamlet_refusals
+    from streamlets.trigger import Trigger, TriggerError
+
+    last: dict[tuple[str, ...], Entry] = {e.parts: e for e in entries}
+    problems = []
+    for name, cls in r.classes.items():
+        given = last.get((STREAMLETS, name, PROGRESS_TRACKING))
+        if given is None or str(given.value) != ASYNC:
+            continue
+
+        def setting(key: str, default: object, name: str = name) -> str:
+            e = last.get((STREAMLETS, name, key))
+            return str(e.value if e is not None else default)
+
+        try:
+            real_time = Trigger.parse(setting(TRIGGER, cls.trigger or "micro-batch")).real_time_mode
+        except TriggerError:
+            real_time = False  # reported as invalid-config-value
+        shape = cls.shape()
+        reasons = [] if shape.inlets and shape.outlets else [
+            f"it has no {'inlet' if not shape.inlets else 'outlet'}; asynchronous progress tracking needs Kafka "
+            "sources and Spark's Kafka sink"]
+        reasons += streamlet_refusals(kafka=True, delivery=setting(DELIVERY, "exactly-once"), real_time=real_time,
+                                      available_now=False, on_failure=setting(ON_FAILURE, cls.on_failure))
+        if reasons:
+            problems.append(make_problem("async-progress-unsupported", f"streamlet {name!r} cannot use asynchronous "
+                                         "progress tracking: " + "; ".join(reasons), given.source, given.line,
+                                         given.column, hint=f"set streamlets.{name}.progress-tracking = sync"))
     return problems
 
 

@@ -123,6 +123,9 @@ CODES: dict[str, Code] = {
                                   "(no Kafka inlet)", "run it with trigger micro-batch"),
     "real-time-too-few-cores": Code("error", "config", "a streamlet in real-time mode whose inlets have more Kafka "
                                     "partitions than its executors have cores"),
+    "async-progress-unsupported": Code("error", "config", "a streamlet set to progress-tracking async that asynchronous "
+                                       "progress tracking cannot run (exactly-once outlets, Real-Time Mode, quarantine, "
+                                       "no inlet or outlet)", "set delivery = at-least-once, or progress-tracking = sync"),
 }
 
 

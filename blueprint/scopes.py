@@ -7,7 +7,8 @@ streamlets configure`; each decides what it accepts, this module only says what 
     streamlets.<name>.volume-mounts.<mount>        a declared mount
     streamlets.<name>.spark.<spark.* key>          Spark settings of that streamlet
     streamlets.<name>.kubernetes.<role>.<key>      pod settings (role driver|executor, or labels|annotations)
-    streamlets.<name>.on-failure|delivery|trigger  a single setting of that streamlet (STREAMLET_SETTINGS)
+    streamlets.<name>.on-failure|delivery|trigger|progress-tracking
+                                                   a single setting of that streamlet (STREAMLET_SETTINGS)
     runtimes.spark.config.<spark.* key>            every Spark streamlet
     runtimes.spark.kubernetes.<role>.<key>         every Spark streamlet
     topics.<id>.partitions|replication-factor      a topic of the blueprint
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamlets.runtime import exactly_once as _exactly_once
+from streamlets.runtime import progress_tracking as _progress_tracking
 from streamlets.runtime import quarantine as _quarantine
 
 STREAMLETS, RUNTIMES, TOPICS, KAFKA = "streamlets", "runtimes", "topics", "kafka"
@@ -33,12 +35,14 @@ STREAMLET_SECTIONS = (CONFIG_PARAMETERS, VOLUME_MOUNTS, SPARK, KUBERNETES)
 ON_FAILURE = "on-failure"  # streamlets.runtime.quarantine: stop (default) or quarantine
 DELIVERY = "delivery"  # streamlets.runtime.exactly_once: exactly-once (default) or at-least-once
 TRIGGER = "trigger"  # streamlets.trigger: its text form
+PROGRESS_TRACKING = "progress-tracking"  # streamlets.runtime.progress_tracking: sync (default) or async
 ON_FAILURE_MODES = _quarantine.ON_FAILURE
 DELIVERY_MODES = _exactly_once.DELIVERY_MODES
 TRIGGER_FORMS = ("micro-batch", "processing-time <duration>", "real-time [<duration>]")
+PROGRESS_TRACKING_MODES = _progress_tracking.PROGRESS_TRACKING_MODES
 # setting -> what it accepts (the values of a choice; the forms of a trigger)
 STREAMLET_SETTINGS: dict[str, tuple[str, ...]] = {ON_FAILURE: ON_FAILURE_MODES, DELIVERY: DELIVERY_MODES,
-                                                  TRIGGER: TRIGGER_FORMS}
+                                                  TRIGGER: TRIGGER_FORMS, PROGRESS_TRACKING: PROGRESS_TRACKING_MODES}
 RUNTIME_SECTIONS = ("config", KUBERNETES)  # of runtimes.spark: Spark settings, pod settings
 TOPIC_SETTINGS = ("partitions", "replication-factor")  # and config.<key>
 POD_ROLES = ("driver", "executor")
@@ -72,7 +76,8 @@ class Scope:
         return self.top == STREAMLETS and self.complete and (not sections or self.section in sections)
 
     def is_streamlet_setting(self) -> bool:
-        """A streamlets.<name>.<setting> key of STREAMLET_SETTINGS (on-failure, delivery, trigger)."""
+        """A streamlets.<name>.<setting> key of STREAMLET_SETTINGS (on-failure, delivery, trigger,
+        progress-tracking)."""
         return self.top == STREAMLETS and self.owner is not None and self.section in STREAMLET_SETTINGS and not self.rest
 
     def is_runtime(self, section: str) -> bool:

@@ -140,6 +140,10 @@ _STATEFUL = {"Aggregate", "Deduplicate", "DeduplicateWithinWatermark", "FlatMapG
              "TransformWithState", "FlatMapGroupsInPandasWithState", "TransformWithStateInPySpark", "Window",
              "Sort", "GlobalLimit", "LocalLimit", "Distinct", "Intersect", "Except", "Repartition",
              "RepartitionByExpression"}
+# Operators that keep state across micro-batches (Spark's StateStoreWriter nodes), and stream-stream joins.
+KEEPS_STATE = frozenset({"Aggregate", "Deduplicate", "DeduplicateWithinWatermark", "FlatMapGroupsWithState",
+                         "TransformWithState", "FlatMapGroupsInPandasWithState", "TransformWithStateInPySpark",
+                         "GlobalLimit", "Distinct", "Join"})
 
 
 def _nodes(plan) -> list:
@@ -156,26 +160,48 @@ def _streaming(node) -> bool:
     return bool(node.isStreaming())
 
 
+def optimized_nodes(df) -> list:
+    """The JVM nodes of the streaming DataFrame `df`'s optimized logical plan."""
+    spark = df.sparkSession
+    jspark = spark._jsparkSession  # noqa: SLF001
+    return _nodes(jspark.sessionState().optimizer().execute(df._jdf.queryExecution().analyzed()))  # noqa: SLF001
+
+
+def stateful_refusal(node, why: str, operators: frozenset[str] | set[str] = _STATEFUL) -> str | None:
+    """The reason a plan node among `operators` (default: what Real-Time Mode refuses as stateful or
+    blocking) is refused, `why` saying what the mode runs; None for other nodes. A stream-stream
+    join keeps state too: refused where `operators` has "Join"."""
+    name = node.getClass().getSimpleName()
+    if name == "Join" and "Join" in operators and all(_streaming(node.children().apply(i)) for i in range(2)):
+        return f"a stream-stream join runs in the query; {why}"
+    if name in operators and name != "Join":
+        return f"a stateful or blocking operator ({name}) runs in the query; {why}"
+    return None
+
+
+def source_refusal(node, mode: str) -> str | None:
+    """The reason a plan node that reads a source other than Kafka is refused by `mode`, else None."""
+    name = node.getClass().getSimpleName()
+    if name == "StreamingRelationV2":
+        source = str(node.sourceName())
+        return None if source == "kafka" else f"the query reads a {source} source; {mode} reads Kafka only"
+    if name == "StreamingRelation":
+        return f"the query reads a {node.dataSource().className()} source; {mode} reads Kafka only"
+    return None
+
+
 def plan_refusals(df) -> list[str]:
     """Why Real-Time Mode cannot run the streaming DataFrame `df` (empty: it can, as far as the
     optimized logical plan shows): stateful operators, Python UDFs, sources other than Kafka,
     stream-stream joins. Spark's own allowlist check (at the query's first batch) stays on."""
-    spark = df.sparkSession
-    jspark = spark._jsparkSession  # noqa: SLF001
-    plan = jspark.sessionState().optimizer().execute(df._jdf.queryExecution().analyzed())  # noqa: SLF001
     reasons: list[str] = []
-    for node in _nodes(plan):
+    for node in optimized_nodes(df):
         name = node.getClass().getSimpleName()
+        refused = stateful_refusal(node, "Real-Time Mode runs stateless queries") or source_refusal(node, "Real-Time Mode")
         if "Python" in name or "Pandas" in name or "Arrow" in name:
             reasons.append(f"a Python UDF ({name}) runs in the query; Real-Time Mode runs JVM expressions only")
-        elif name in _STATEFUL:
-            reasons.append(f"a stateful or blocking operator ({name}) runs in the query; Real-Time Mode runs stateless queries")
-        elif name == "StreamingRelationV2":
-            source = str(node.sourceName())
-            if source != "kafka":
-                reasons.append(f"the query reads a {source} source; Real-Time Mode reads Kafka only")
-        elif name == "StreamingRelation":
-            reasons.append(f"the query reads a {node.dataSource().className()} source; Real-Time Mode reads Kafka only")
+        elif refused:
+            reasons.append(refused)
         elif name == "Join" and all(_streaming(node.children().apply(i)) for i in range(2)):
             reasons.append("a stream-stream join runs in the query; Real-Time Mode joins a stream with static data only")
         elif name not in _ALLOWED:

@@ -9,6 +9,7 @@ that order already (files first, overrides last): for each key the last entry wi
     streamlets.<n>.on-failure                 -> streamlets[n].onFailure (stop | quarantine)
     streamlets.<n>.delivery                   -> streamlets[n].delivery (exactly-once | at-least-once)
     streamlets.<n>.trigger                    -> streamlets[n].trigger (streamlets.trigger text form)
+    streamlets.<n>.progress-tracking          -> streamlets[n].progressTracking (sync | async)
     runtimes.spark.config.<k>, then
     streamlets.<n>.spark.<k>                  -> streamlets[n].sparkConf[k]
     runtimes.spark.kubernetes.<...>, then
@@ -34,8 +35,8 @@ from ..configcheck import Entry, check_config
 from .crd import API_VERSION, KIND
 from ..model import Blueprint
 from ..problems import Problem, make_problem, report_order
-from ..scopes import (CONFIG_PARAMETERS, DELIVERY, KAFKA, ON_FAILURE, RUNTIMES, SPARK, STREAMLETS, TOPICS, TRIGGER, VOLUME_MOUNTS,
-                      parse_scope, setting_value)
+from ..scopes import (CONFIG_PARAMETERS, DELIVERY, KAFKA, ON_FAILURE, PROGRESS_TRACKING, RUNTIMES, SPARK, STREAMLETS, TOPICS,
+                      TRIGGER, VOLUME_MOUNTS, parse_scope, setting_value)
 from ..topics import dead_letter_topic, topic_bindings
 from ..verify import Resolved, check
 from ..errors import BlueprintError
@@ -243,6 +244,7 @@ def _streamlet(bp: Blueprint, r: Resolved, name: str, s: _Settings) -> dict[str,
         "labels": {k: _text(v) for (kind, k), v in kube.items() if kind == "labels"},
         "annotations": {k: _text(v) for (kind, k), v in kube.items() if kind == "annotations"},
         "delivery": s.settings.get(name, {}).get(DELIVERY),
+        "progressTracking": s.settings.get(name, {}).get(PROGRESS_TRACKING),
     }
     entry.update((k, v) for k, v in optional.items() if v)
     entry["descriptor"] = _descriptor(descriptor)  # last: long (schemas), and read by tools more than people

@@ -106,6 +106,7 @@ def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings:
         spark_conf=settings.spark,
         on_failure=settings.on_failure,
         delivery=settings.delivery or "exactly-once",
+        progress_tracking=settings.progress_tracking or "sync",
     )
 
 

@@ -197,6 +197,7 @@ def run_config(spec: dict[str, Any], streamlet: dict[str, Any]) -> dict[str, Any
         checkpoint_root=f"{CHECKPOINT_DIR}/{spec['appId']}/{streamlet['name']}",
         dead_letter_topic=spec.get("deadLetterTopic"),
         delivery=streamlet.get("delivery") or "exactly-once",
+        progress_tracking=streamlet.get("progressTracking") or "sync",
         spark_conf=dict(streamlet.get("sparkConf") or {}),
         savepoint_root=savepoints.get("directory") or f"{CHECKPOINT_DIR}/savepoints",
         state_dump_root=f"{CHECKPOINT_DIR}/dumps",

@@ -10,6 +10,7 @@ from .codec import MALFORMED, check_logical_types, decode_value, encode_outlet, 
 from ..config import StreamletConfig
 from .deadletter import DeadLetterWriter, InletRead, observation_name
 from .exactly_once import EXACTLY_ONCE, delivery_for, transactional_stream_writer
+from . import progress_tracking
 from ..ports import AvroInlet, AvroOutlet, Port
 from .runconfig import StreamletRunConfig
 from ..schema import AvroSchema
@@ -67,6 +68,29 @@ class StreamletContext:
             return Trigger.parse(self.run.trigger)
         declared = type(self.streamlet).trigger
         return declared if isinstance(declared, Trigger) else MICRO_BATCH
+
+    @property
+    def async_progress(self) -> bool:
+        """Whether the streamlet's queries track progress asynchronously (run config
+        `progress_tracking`, streamlets.<name>.progress-tracking); never in a dry run."""
+        return self.run.progress_tracking == progress_tracking.ASYNC and not self.run.dry_run
+
+    def check_progress_tracking(self) -> None:
+        """Before create_logic: refuse asynchronous progress tracking where the streamlet's settings
+        rule it out (exactly-once outlets, Real-Time Mode, AvailableNow, quarantine, no Kafka):
+        ProgressTrackingError, one line naming the streamlet and the reasons."""
+        if not self.async_progress:
+            return
+        from .quarantine import on_failure_of
+        from .transport import KafkaTransport
+
+        real_time = self.trigger.real_time_mode
+        reasons = progress_tracking.streamlet_refusals(
+            kafka=isinstance(self.transport, KafkaTransport), real_time=real_time, available_now=self.run.available_now,
+            delivery=delivery_for(self.run.delivery, self.transport, real_time=real_time), on_failure=on_failure_of(self))
+        if reasons:
+            raise progress_tracking.ProgressTrackingError(
+                f"streamlet {self.name!r} cannot use asynchronous progress tracking: " + "; ".join(reasons))
 
     def topic(self, port: Port | str) -> str:
         """Kafka topic name bound to `port` (a port object or its name). KeyError if unbound."""
@@ -159,7 +183,8 @@ class StreamletContext:
         On Kafka the outlet is exactly-once unless the run config's `delivery` is at-least-once
         or the streamlet runs in Real-Time Mode: each micro-batch is one Kafka transaction
         (runtime.exactly_once, through foreachBatch); otherwise Spark's Kafka sink (at-least-once;
-        Real-Time Mode queries cannot use foreachBatch).
+        Real-Time Mode queries cannot use foreachBatch). At-least-once outlets may track progress
+        asynchronously (run config `progress_tracking`, runtime.progress_tracking).
         """
         encoded = encode_outlet(df, outlet.schema, outlet.key, f"streamlet {self.name!r}, outlet {outlet.name!r}")
         query_name = query_name or outlet.name
@@ -172,12 +197,15 @@ class StreamletContext:
         return self.start_query(writer.outputMode(mode), query_name)
 
     def start_query(self, writer: "DataStreamWriter", query_name: str) -> "StreamingQuery":
-        """Start any query (file sinks, foreachBatch...) with the streamlet's checkpoint, trigger
-        and query name `<streamlet>.<query_name>`; tracked so that the runtime can stop it."""
+        """Start any query (file sinks, foreachBatch...) with the streamlet's checkpoint, trigger,
+        progress tracking and query name `<streamlet>.<query_name>`; tracked so that the runtime can
+        stop it."""
         location = self.checkpoint_location(query_name)
         if self.run.dry_run:  # the same plan, state and sources; nothing written; one micro-batch
             writer = writer.format("noop").trigger(once=True)
         else:
+            if self.async_progress:
+                self.check_async_query(writer, query_name)
             if self.dead_letters is not None:
                 for read in self._inlet_reads:
                     self.dead_letters.recover(read, location)
@@ -191,6 +219,12 @@ class StreamletContext:
                 writer = trigger.apply(writer)
             elif self.run.trigger_interval:
                 writer = writer.trigger(processingTime=self.run.trigger_interval)
+            if self.async_progress:
+                writer = progress_tracking.apply(writer)
+        if not self.async_progress:  # a checkpoint an asynchronous query left with gaps would fail to start
+            from .storage import storage_for
+
+            progress_tracking.bridge_offset_gap(storage_for(location, self.spark), location)
         # One FAIR scheduler pool per streamlet, so that streamlets sharing a session share cores.
         self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", self.name)
         query = writer.queryName(f"{self.name}.{query_name}").option("checkpointLocation", location).start()
@@ -220,6 +254,15 @@ class StreamletContext:
         if reasons:
             raise RealTimeModeError(f"streamlet {self.name!r} cannot run query {query_name!r} in real-time mode: "
                                     + "; ".join(reasons))
+
+    def check_async_query(self, writer: "DataStreamWriter", query_name: str) -> None:
+        """Refuse, before it starts, a query asynchronous progress tracking cannot run (a sink other
+        than Kafka, a source other than Kafka, a stateful operator): ProgressTrackingError."""
+        reasons = progress_tracking.query_refusals(writer._df, writer_sink(writer))  # noqa: SLF001
+        if reasons:
+            raise progress_tracking.ProgressTrackingError(
+                f"streamlet {self.name!r} cannot run query {query_name!r} with asynchronous progress tracking: "
+                + "; ".join(reasons))
 
     def inlet_reads(self) -> list[InletRead]:
         return list(self._inlet_reads)

@@ -75,6 +75,10 @@ class StreamletRunConfig(BaseModel):
     delivery: Literal["exactly-once", "at-least-once"] = Field(
         default="exactly-once", description="Kafka outlets: exactly-once (one Kafka transaction per micro-batch, "
         "streamlets.runtime.exactly_once) or at-least-once (Spark's Kafka sink); config streamlets.<name>.delivery")
+    progress_tracking: Literal["sync", "async"] = Field(
+        default="sync", description="micro-batch progress: sync (Spark's default: the offset and commit logs written "
+        "before and after each batch) or async (asynchronous progress tracking, streamlets.runtime.progress_tracking: "
+        "at-least-once Kafka-to-Kafka streamlets only); config streamlets.<name>.progress-tracking")
     savepoint_root: str | None = Field(default=None, description="where savepoints go (a folder or Hadoop URI); "
                                        "None: `savepoints` next to the application's checkpoint folder")
     state_dump_root: str | None = Field(default=None, description="where dump-state commands write; None: `dumps` "

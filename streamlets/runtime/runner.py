@@ -84,6 +84,7 @@ class StreamletRuntime:
         ctx.count_output = lambda query, n: self.monitor.count_output(run.streamlet, query, n)
         self.monitor.register(run.streamlet, ctx.inlet_reads, ctx.checkpoint_location)
         self.contexts[run.streamlet] = ctx
+        ctx.check_progress_tracking()  # before any query starts
         ctx.streamlet.create_logic(ctx)
         if not ctx.queries:
             raise StreamletError(f"streamlet {run.streamlet!r} started no query: create_logic must call write_stream or start_query")

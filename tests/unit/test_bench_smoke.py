@@ -3,27 +3,18 @@
 Runs nothing heavy (no Spark, no Kafka): the benchmark itself is run by hand (bench/README.md).
 """
 
-import importlib.util
 import io
-import sys
-from pathlib import Path
 
 import fastavro
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_map.py"
+from bench_helpers import bench_module
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_map", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_map"] = module
-    try:
-        spec.loader.exec_module(module)
+    with bench_module("bench_map") as module:
         yield module
-    finally:
-        sys.modules.pop("bench_map", None)
 
 
 def test_parser_defaults(bench):

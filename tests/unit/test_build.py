@@ -513,6 +513,28 @@ def test_delivery_reaches_the_run_config(tmp_path):
     assert [(t.name, t.partitions) for t in ledger] == [("flight-delays.outlet-batches", 1)]
     code, _, err = build(conf=[write(tmp_path, "bad.conf", "streamlets.stats.delivery = sometimes\n")])
     assert code != 0 and "'sometimes' is not a delivery mode" in err, err
+def test_progress_tracking_reaches_the_run_config(tmp_path):
+    """streamlets.<name>.progress-tracking goes into the resource (checked by the CRD) and the run
+    config; absent, sync; async on an exactly-once streamlet is refused, one line naming it."""
+    from streamlets_operator.render import run_config
+
+    conf = write(tmp_path, "deploy.conf", "streamlets.enrich.delivery = at-least-once\n"
+                                          "streamlets.enrich.progress-tracking = async\n")
+    resource = built(conf=[conf])
+    assert schema_errors(resource) == []
+    assert streamlet(resource, "enrich")["progressTracking"] == "async"
+    assert "progressTracking" not in streamlet(resource, "stats")
+    assert run_config(resource["spec"], streamlet(resource, "enrich"))["progress_tracking"] == "async"
+    assert run_config(resource["spec"], streamlet(resource, "stats"))["progress_tracking"] == "sync"
+    bad = copy.deepcopy(resource)
+    streamlet(bad, "enrich")["progressTracking"] = "eventually"
+    assert any("progressTracking" in e for e in schema_errors(bad))
+    code, out, err = build(conf=[write(tmp_path, "eo.conf", "streamlets.enrich.progress-tracking = async\n")])
+    assert code == 1 and out == ""
+    assert "error: streamlet 'enrich' cannot use asynchronous progress tracking: its Kafka outlets are " \
+        "exactly-once" in err, err
+
+
 # --- Real-Time Mode: the flight-alerts example (examples/flight-delays/realtime.yaml) ----------
 
 REALTIME = BLUEPRINT.parent / "realtime.yaml"

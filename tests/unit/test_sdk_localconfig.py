@@ -134,6 +134,15 @@ def test_a_deploy_config_runs_in_the_sandbox(tmp_path):
     assert s["stats"].config_parameters == {} and s["stats"].volume_mounts == {}
 
 
+def test_progress_tracking_per_streamlet(tmp_path):
+    """streamlets.<name>.progress-tracking: sync (default) or async, in the file or an override."""
+    s = load_settings(write(tmp_path, "local.conf", "streamlets.stats.progress-tracking = async\n"), [], NAMES)
+    assert s["stats"].progress_tracking == "async" and s["ingress"].progress_tracking is None
+    assert load_settings(None, ["streamlets.ingress.progress-tracking=sync"], NAMES)["ingress"].progress_tracking == "sync"
+    with pytest.raises(LocalConfigError, match=r"'fast' is not a progress-tracking mode \(one of sync, async\)"):
+        load_settings(None, ["streamlets.stats.progress-tracking=fast"], NAMES)
+
+
 def test_delivery_per_streamlet(tmp_path):
     """streamlets.<name>.delivery: at-least-once opts a streamlet's Kafka outlets out of
     exactly-once (runtime.exactly_once); unset is None (the run config's default, exactly-once)."""

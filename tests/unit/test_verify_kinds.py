@@ -219,6 +219,8 @@ CASES: dict[str, tuple] = {
                               "streamlet 'src' cannot run in real-time mode: it has no inlet"),
     "real-time-too-few-cores": (SOUND, None, {}, "streamlets.sink.trigger = \"real-time 2 seconds\"\ntopics.t.partitions = 3\n",
                                 (1, 17), "its inlets' topics have 3 partitions but its executors 1 core(s)"),
+    "async-progress-unsupported": (SOUND, None, {}, "streamlets.sink.progress-tracking = async\n", (1, 17),
+                                   "streamlet 'sink' cannot use asynchronous progress tracking: it has no outlet"),
 }
 GROUPS_BY_HEADING = {heading: group for group, heading in GROUPS.items()}
 NOT_IN_TABLE = {"unreadable-file", "unreadable-config"}  # exit status 2: tested in test_cli_verify.py
