@@ -129,6 +129,7 @@ class Sandbox:
         self._watcher = None
         self._listener = None
         self.ops_server = None  # blueprint.ops.server.OpsServer with --ui
+        self._ops_backend = None  # its SandboxBackend (samples topic rates until stopped)
         self.metrics = None  # the runtime's Prometheus registry (streamlets.runtime.metrics)
         self._last_offsets: dict[str, int] = {}
         self._last_look = time.time()
@@ -274,7 +275,7 @@ class Sandbox:
 
         from .ops import SandboxBackend
 
-        backend = SandboxBackend(self, self.metrics, bootstrap)
+        backend = self._ops_backend = SandboxBackend(self, self.metrics, bootstrap)
         try:
             self.ops_server = OpsServer(backend, self.options.ui_host, self.options.ui_port).start()
         except OSError as e:
@@ -425,7 +426,8 @@ class Sandbox:
     def _shutdown(self) -> None:
         if self.ops_server is not None:
             self.ops_server.stop()
-            self.ops_server.backend.stop()
+        if self._ops_backend is not None:
+            self._ops_backend.stop()
         if self._listener is not None:
             self._listener.stop()
         (self.state_dir / "sandbox.json").unlink(missing_ok=True)

@@ -183,7 +183,9 @@ class RuntimeCollector(Collector):
         end = GaugeMetricFamily("streamlets_topic_end_offset", "A topic partition's last stable offset "
                                 "(read_committed end offset).", labels=TOPIC)
         if self.offsets is not None:
-            reads = [(name, ctx.run, read) for name, ctx in self.runtime.contexts.items() for read in ctx.inlet_reads()]
+            # one series per (streamlet, inlet, topic), though a streamlet may read an inlet in several queries
+            reads = sorted({(name, read.inlet, read.topic) for name, ctx in self.runtime.contexts.items()
+                            for read in ctx.inlet_reads()})
             topics = {t for ctx in self.runtime.contexts.values() for t in ctx.run.topics.values()}
             topics |= {ctx.run.dead_letter_topic for ctx in self.runtime.contexts.values() if ctx.run.dead_letter_topic}
             latest = self.offsets.end_offsets(topics)
@@ -193,10 +195,10 @@ class RuntimeCollector(Collector):
                     merged = processed.setdefault((s.streamlet, topic), {})
                     for p, off in parts.items():
                         merged[p] = max(merged.get(p, 0), off)
-            for streamlet, _, read in sorted(reads, key=lambda r: (r[0], r[2].inlet)):
-                done = processed.get((streamlet, read.topic), {})
-                for partition, offset in sorted(latest.get(read.topic, {}).items()):
-                    labels = [self.app_id, streamlet, read.inlet, read.topic, str(partition)]
+            for streamlet, inlet, topic in reads:
+                done = processed.get((streamlet, topic), {})
+                for partition, offset in sorted(latest.get(topic, {}).items()):
+                    labels = [self.app_id, streamlet, inlet, topic, str(partition)]
                     at = done.get(partition, 0)
                     consumer_offset.add_metric(labels, at)
                     lag.add_metric(labels, max(0, offset - at))
