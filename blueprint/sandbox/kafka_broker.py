@@ -154,11 +154,15 @@ class KafkaBroker:
     ``port`` is the PLAINTEXT client listener, ``controller_port`` the KRaft CONTROLLER listener
     (``listeners``/``controller.quorum.voters``). When not given, ports remembered in ports.json
     are reused if still free, else fresh free ports are picked. ``heap`` is the JVM ``-Xmx``.
+    ``host`` is the address the client listener binds and advertises (Kafka's ``listeners`` and
+    ``advertised.listeners``): loopback for the sandbox; a local cluster's pods need an address of
+    this machine they can route to (the node's IP). The controller listener stays on loopback.
     """
 
     def __init__(self, state_dir: pathlib.Path, *, port: int | None = None, controller_port: int | None = None,
-                 version: str = KAFKA_VERSION, heap: str = "512m"):
+                 version: str = KAFKA_VERSION, heap: str = "512m", host: str = "127.0.0.1"):
         self.state_dir = pathlib.Path(state_dir)
+        self.host = host
         self.version = version
         self.heap = heap
         self._requested = (port, controller_port)
@@ -170,8 +174,8 @@ class KafkaBroker:
 
     @property
     def bootstrap_servers(self) -> str:
-        """Client bootstrap address, ``"127.0.0.1:<port>"``."""
-        return f"127.0.0.1:{self.port}"
+        """Client bootstrap address, ``"<host>:<port>"`` (``127.0.0.1`` unless ``host`` was given)."""
+        return f"{self.host}:{self.port}"
 
     @property
     def pid(self) -> int | None:
@@ -207,8 +211,8 @@ class KafkaBroker:
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "inter.broker.listener.name": "PLAINTEXT",
@@ -293,7 +297,7 @@ class KafkaBroker:
                                   f"see {self.log_file}\n{self._log_excerpt()}")
             try:
                 # a plain TCP probe first keeps librdkafka from logging connection-refused noise
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                socket.create_connection((self.host, self.port), timeout=1).close()
                 admin = admin or AdminClient(client_config({"bootstrap.servers": self.bootstrap_servers,
                                                             "error_cb": lambda _err: None}))
                 if admin.list_topics(timeout=2).brokers:

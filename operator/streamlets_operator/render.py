@@ -273,8 +273,13 @@ def _volumes(app: str, spec: dict[str, Any], streamlet: dict[str, Any]) -> tuple
 
 
 def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any],
-                             secret: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The streamlet's SparkApplication, annotated with the hash of its spec and its Secret's data."""
+                             secret: dict[str, Any] | None = None,
+                             env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The streamlet's SparkApplication, annotated with the hash of its spec and its Secret's data.
+    The driver runs as spec.serviceAccountName, else as $STREAMLETS_SPARK_SERVICE_ACCOUNT (the
+    chart's `sparkServiceAccount`: a ServiceAccount whose Role lets a driver create its executor
+    pods, services and config maps; Spark's spark.kubernetes.authenticate.driver.serviceAccountName)."""
+    env = os.environ if env is None else env
     app, spec = body["metadata"]["name"], body["spec"]
     name = streamlet["name"]
     secret = secret or render_secret(body, streamlet)
@@ -291,8 +296,9 @@ def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any],
                 "volumeMounts": executor_mounts}
     if pod_annotations:
         executor["annotations"] = pod_annotations
-    if spec.get("serviceAccountName"):
-        driver["serviceAccount"] = spec["serviceAccountName"]
+    service_account = spec.get("serviceAccountName") or env.get("STREAMLETS_SPARK_SERVICE_ACCOUNT")
+    if service_account:
+        driver["serviceAccount"] = service_account
     spark_conf = {"spark.jars.packages": ",".join(SPARK_PACKAGES), **SPARK_METRICS_CONF, **(streamlet.get("sparkConf") or {})}
     if streamlet.get("statePartitions"):  # a fresh query starts with them too (its first batch pins them)
         spark_conf["spark.sql.shuffle.partitions"] = str(streamlet["statePartitions"])
@@ -349,10 +355,11 @@ def render_claim(body: dict[str, Any], env: dict[str, str] | None = None) -> dic
 
 # --- everything ---------------------------------------------------------------------------------
 
-def render_streamlet(body: dict[str, Any], streamlet: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def render_streamlet(body: dict[str, Any], streamlet: dict[str, Any],
+                     env: dict[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(Secret, SparkApplication) of one streamlet."""
     secret = render_secret(body, streamlet)
-    return secret, render_spark_application(body, streamlet, secret)
+    return secret, render_spark_application(body, streamlet, secret, env)
 
 
 def render_all(body: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -362,7 +369,7 @@ def render_all(body: dict[str, Any], env: dict[str, str] | None = None) -> dict[
     if problems:
         raise SpecError("; ".join(problems))
     return {"claim": render_claim(body, env),
-            "streamlets": {s["name"]: render_streamlet(body, s) for s in body["spec"]["streamlets"]}}
+            "streamlets": {s["name"]: render_streamlet(body, s, env) for s in body["spec"]["streamlets"]}}
 
 
 def spec_hash(data: Any) -> str:

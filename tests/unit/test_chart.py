@@ -190,13 +190,16 @@ def test_cluster_wide_rbac(default):
     assert not of_kind(default, "Role")
 
 
+SPARK_SA = f"{FULLNAME}-spark"
+
+
 def test_namespaced_mode(namespaced):
-    roles = of_kind(namespaced, "Role")
+    roles = [r for r in of_kind(namespaced, "Role") if r["metadata"]["name"] == FULLNAME]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["a", "b"]
     for role in roles:
         assert grants(role, "streamletapplications") == {"get", "list", "watch", "patch", "update"}
         assert grants(role, "kopfpeerings") == {"get", "list", "watch", "patch"}
-    bindings = of_kind(namespaced, "RoleBinding")
+    bindings = [b for b in of_kind(namespaced, "RoleBinding") if b["metadata"]["name"] == FULLNAME]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["a", "b"]
     assert all(b["subjects"][0]["namespace"] == NAMESPACE for b in bindings)
     # No ClusterRole reaches the applications or their children.
@@ -265,3 +268,20 @@ def test_prometheus_rule():
     alerts = {r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]}
     assert alerts == {"StreamletLagGrowing", "StreamletFailing", "DeadLettersAppearing"}
     assert "{{ $labels.streamlet }}" in rule["spec"]["groups"][0]["rules"][0]["annotations"]["summary"]
+
+
+def test_spark_driver_service_account(namespaced, default):
+    """Drivers run as the chart's Spark ServiceAccount, which may manage executors in its own
+    namespace only; the operator renders it into every SparkApplication."""
+    accounts = [a for a in of_kind(namespaced, "ServiceAccount") if a["metadata"]["name"] == SPARK_SA]
+    assert sorted(a["metadata"]["namespace"] for a in accounts) == ["a", "b"]
+    for ns in ("a", "b"):
+        role = next(r for r in of_kind(namespaced, "Role") if r["metadata"] == {**r["metadata"], "name": SPARK_SA, "namespace": ns})
+        assert grants(role, "pods") >= {"create", "get", "list", "watch", "delete"}
+        assert grants(role, "services") >= {"create", "delete"} and grants(role, "configmaps") >= {"create", "delete"}
+        binding = next(b for b in of_kind(namespaced, "RoleBinding") if b["metadata"]["name"] == SPARK_SA and b["metadata"]["namespace"] == ns)
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": SPARK_SA, "namespace": ns}]
+    env = {e["name"]: e.get("value") for e in container(namespaced)["env"]}
+    assert env["STREAMLETS_SPARK_SERVICE_ACCOUNT"] == SPARK_SA
+    # cluster-wide with no namespaces listed: no account is made (sparkServiceAccount.namespaces names them)
+    assert not [a for a in of_kind(default, "ServiceAccount") if a["metadata"]["name"] == SPARK_SA]

@@ -354,3 +354,16 @@ def test_spark_applications_match_the_spark_operator_crd(built):
     bad = copy.deepcopy(sa)
     bad["spec"]["driver"]["ports"] = [{"name": "metrics", "containerPort": 9464}]  # protocol is required
     assert list(validator.iter_errors(bad))
+
+
+def test_driver_service_account(built):
+    """The chart's Spark ServiceAccount ($STREAMLETS_SPARK_SERVICE_ACCOUNT) unless the application
+    names its own; none at all leaves Spark's default (the namespace's `default` account)."""
+    def driver_account(body, env):
+        return {n: sa["spec"]["driver"].get("serviceAccount")
+                for n, (_, sa) in render.render_all(body, env=env)["streamlets"].items()}
+    assert set(driver_account(built, {}).values()) == {None}
+    assert set(driver_account(built, {"STREAMLETS_SPARK_SERVICE_ACCOUNT": "ops-spark"}).values()) == {"ops-spark"}
+    own = copy.deepcopy(built)
+    own["spec"]["serviceAccountName"] = "team-spark"
+    assert set(driver_account(own, {"STREAMLETS_SPARK_SERVICE_ACCOUNT": "ops-spark"}).values()) == {"team-spark"}

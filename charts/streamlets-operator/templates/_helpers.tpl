@@ -34,6 +34,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- end }}
 
+{{- define "streamlets-operator.sparkServiceAccountName" -}}
+{{- default (printf "%s-spark" (include "streamlets-operator.fullname" .) | trunc 63 | trimSuffix "-") .Values.sparkServiceAccount.name }}
+{{- end }}
+
+{{/* The namespaces Spark drivers run in that get the driver ServiceAccount. */}}
+{{- define "streamlets-operator.sparkNamespaces" -}}
+{{- join "," (default .Values.watchNamespaces .Values.sparkServiceAccount.namespaces) }}
+{{- end }}
+
 {{- define "streamlets-operator.peeringName" -}}
 {{- default (include "streamlets-operator.fullname" .) .Values.leaderElection.peeringName }}
 {{- end }}
