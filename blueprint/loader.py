@@ -104,10 +104,12 @@ def _hocon_root(path: Path, text: str) -> yaml.Node | None:
 
     pyhocon keeps no positions, so each key and list item is found again in the text, in order.
     """
-    from pyhocon import ConfigFactory, ConfigTree
+    from pyhocon import ConfigTree
+
+    from . import hocon
 
     try:
-        tree = ConfigFactory.parse_string(text, resolve=True)
+        tree = hocon.parse(text)
     except Exception as e:  # pyparsing's errors carry line and column
         line, column = getattr(e, "lineno", None), getattr(e, "col", None)
         message = str(getattr(e, "msg", None) or e).splitlines()[0] if str(e) else type(e).__name__
@@ -131,8 +133,6 @@ def _node(value: Any, locator: "_Locator", path: list[str], at: tuple[int, int])
             key = _unquote(str(raw_key))  # pyhocon keeps the quotes of "spark.sql.x" = 1
             where = locator.key(path, key)
             key_node = yaml.ScalarNode("tag:yaml.org,2002:str", key, start_mark=yaml.Mark(None, 0, *where, None, None))
-            if _is_period(item):  # pyhocon reads unquoted 1h, 512m (!) as periods: keep the text as written
-                item = locator.value_text(where) or str(item)
             pairs.append((key_node, _node(item, locator, [*path, key], where)))
         return yaml.MappingNode("tag:yaml.org,2002:map", pairs, start_mark=mark)
     if isinstance(value, list):
@@ -153,13 +153,6 @@ def _unquote(key: str) -> str:
     return key[1:-1] if len(key) >= 2 and key[0] == key[-1] == '"' else key
 
 
-def _is_period(value: Any) -> bool:
-    """pyhocon's parse of an unquoted `10s`, `1h` or `512m`: a timedelta or dateutil relativedelta."""
-    from datetime import timedelta
-
-    return isinstance(value, timedelta) or type(value).__name__ == "relativedelta"
-
-
 class _Locator:
     """Finds keys and list items of a HOCON text again: 0-based (line, column), searched forward
     from the parent's line so that equal names in different sections resolve to their own line."""
@@ -175,14 +168,6 @@ class _Locator:
         where = self._search(pattern, start) or (start, 0)
         self.found[(*parent, key)] = where
         return where
-
-    def value_text(self, where: tuple[int, int]) -> str | None:
-        """The unquoted value written after the key found at `where`: `key = 512m` -> "512m"."""
-        line, column = where
-        if line >= len(self.lines):
-            return None
-        m = re.match(r'"?[^"=:\s{]*"?\s*[=:]\s*([^,}\]\n#]+)', self.lines[line][column:])
-        return m.group(1).strip() if m else None
 
     def item(self, parent: list[str], text: str) -> tuple[int, int]:
         start = self.items.get(tuple(parent), self.found.get(tuple(parent), (0, 0))[0])

@@ -54,11 +54,13 @@ def _read(path: Path) -> dict[str, Any]:
 
             data = yaml.safe_load(text) or {}
         else:
-            from pyhocon import ConfigFactory, HOCONConverter
+            from pyhocon import HOCONConverter
             import json
 
+            from .. import hocon
+
             # Through JSON so that the result is plain dicts (pyhocon's ConfigTree keeps dotted keys apart).
-            data = json.loads(HOCONConverter.to_json(ConfigFactory.parse_string(text)))
+            data = json.loads(HOCONConverter.to_json(hocon.parse(text)))
     except Exception as e:  # parser errors carry line numbers in their text
         raise LocalConfigError(f"{path}: not valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'HOCON'}: {e}") from None
     if not isinstance(data, dict):

@@ -200,3 +200,10 @@ def test_hocon_config_keeps_unquoted_durations_and_sizes_and_quoted_keys(tmp_pat
     [problem] = json.loads(bad.stdout)["problems"]
     assert problem["code"] == "invalid-config-value" and "'3 months' is not a memory size" in problem["message"]
     assert (problem["line"], problem["column"]) == (2, 40)
+    # a value that a substitution moved keeps its text too (it used to arrive as
+    # "relativedelta(hours=+8, minutes=+32)", no position left to find `512m` again)
+    conf.write_text('pod = { memory = 512m, cores = 100m }\n'
+                    'streamlets.tuned.kubernetes.executor = ${pod}\n')
+    moved = runner.invoke(app, ["build", str(path), "--config", str(conf), "--image", "i:1", "--kafka", "k:9092"])
+    assert "unknown top-level key 'pod'" in moved.output  # the helper key is refused, its values are not
+    assert "relativedelta" not in moved.output and "is not a" not in moved.output
