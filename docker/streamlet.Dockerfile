@@ -1,54 +1,98 @@
-# Base image of Streamlets on Spark applications: Spark 4.1.1 (Java 17), Python 3.11, the
-# streamlets package, and the runner. The Spark Operator starts driver and executors through
-# Spark's /opt/entrypoint.sh (copied from the official Spark image); the driver runs
-# /opt/streamlets/runner.py, which is `python -m streamlets.runner --config <run config JSON>`.
+# Base image of Streamlets on Spark applications: Spark 4.1.1 (PySpark's own distribution: its
+# bin/spark-submit and jars are SPARK_HOME), Java 17, Python 3.11 in /opt/venv, the Kafka and Avro
+# connectors in $SPARK_HOME/jars (resolved when the image is built: a pod downloads nothing), the
+# streamlets package and the driver's main file /opt/streamlets/runner.py. The Spark Operator
+# starts drivers and executors through /opt/entrypoint.sh (docker/entrypoint.sh: Spark on
+# Kubernetes' driver and executor commands). No Apache Spark image is needed.
 #
 #   docker build -f docker/streamlet.Dockerfile -t streamlets-spark:0.1.0 .
+#   dev/images (podman, FROM a debootstrapped Debian: --build-arg BASE_IMAGE=localhost/streamlets/python:3.11-bookworm)
 #
-# An application's image adds its streamlet modules on the Python path:
+# BASE_IMAGE: Debian bookworm with Python 3.11 (python:3.11-slim-bookworm, or Debian's python3
+# and python3-venv). An application's image adds its streamlet modules on the Python path:
 #   FROM streamlets-spark:0.1.0
 #   COPY flight_delays/ /opt/app/flight_delays/
-# (/opt/app is on PYTHONPATH), then `blueprint build blueprint.yaml --image <that image>`.
-ARG SPARK_IMAGE=apache/spark:4.1.1-scala2.13-java17-python3-ubuntu
-FROM ${SPARK_IMAGE} AS spark
+# (/opt/app is on PYTHONPATH; examples/flight-delays/Dockerfile), then
+# `blueprint build blueprint.yaml --image <that image>`.
+#
+# Layers go from the least to the most often changed: system packages, the Python requirements
+# (from pyproject.toml's dependencies only, so its other settings do not reinstall them), the
+# connectors, then the sources, which rebuild in seconds. pip's cache is a build cache mount:
+# never in the image.
+ARG BASE_IMAGE=python:3.11-slim-bookworm
 
-# The official Spark image has Python 3.10; the package needs 3.11.
-FROM python:3.11-slim-bookworm
+# The requirements alone: their layer is reused while they stay the same, whatever else changes.
+FROM ${BASE_IMAGE} AS requirements
+COPY pyproject.toml docker/requirements.py /tmp/
+RUN python3 /tmp/requirements.py /tmp/pyproject.toml > /tmp/requirements.txt
 
-RUN apt-get update \
- && apt-get install -y --no-install-recommends openjdk-17-jre-headless tini procps bash \
- && rm -rf /var/lib/apt/lists/* \
- && ln -s /usr/bin/tini /sbin/tini
+FROM ${BASE_IMAGE}
+ARG VERSION=0.1.0
+LABEL org.opencontainers.image.title="streamlets-spark" \
+      org.opencontainers.image.description="Streamlets on Spark: Spark 4.1.1, Java 17, Python 3.11, the streamlets package" \
+      org.opencontainers.image.version="${VERSION}"
 
-COPY --from=spark /opt/spark /opt/spark
-COPY --from=spark /opt/entrypoint.sh /opt/decom.sh /opt/
+# Java 17 (its postinst needs the manuals' folder, which slim images leave out), tini, ps for
+# Spark's scripts, nss_wrapper for uids without a passwd entry (entrypoint.sh). /opt/java: the
+# JRE whatever the architecture.
+RUN mkdir -p /usr/share/man/man1 \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless tini procps bash libnss-wrapper \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
+ && ln -s "$(dirname "$(dirname "$(readlink -f /usr/bin/java)")")" /opt/java \
+ && /opt/java/bin/java -version
 
-ENV SPARK_HOME=/opt/spark \
-    JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
-    PYSPARK_PYTHON=python3 \
-    PYSPARK_DRIVER_PYTHON=python3 \
+# Python 3.11 in a virtual environment: the same on python:3.11-slim and on Debian's python3.
+RUN python3 -m venv /opt/venv \
+ && /opt/venv/bin/python -c "import sys; assert sys.version_info[:2] == (3, 11), sys.version"
+ENV VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    JAVA_HOME=/opt/java \
+    SPARK_HOME=/opt/venv/lib/python3.11/site-packages/pyspark \
+    PYSPARK_PYTHON=/opt/venv/bin/python3 \
+    PYSPARK_DRIVER_PYTHON=/opt/venv/bin/python3 \
     PYTHONPATH=/opt/app \
     PYTHONUNBUFFERED=1 \
-    PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-WORKDIR /opt/streamlets
-COPY pyproject.toml README.md ./
-COPY streamlets/ streamlets/
-COPY blueprint/ blueprint/
-# The driver's main file; tests/k8s/test_operator.py runs this same file with spark-submit.
-COPY docker/runner.py /opt/streamlets/runner.py
-# pyspark from PyPI is the same 4.1.1 as /opt/spark: the driver's Python and the JVM agree.
-RUN pip install . \
- && mkdir -p /opt/app \
- && python -c "import streamlets.runtime.runner"
+# The requirements (PySpark from PyPI: SPARK_HOME is its package folder) and setuptools to build
+# the project below without build isolation (no download then). PIP_CERT: the system's CA
+# certificates (a base image may add a proxy's) rather than pip's own bundle.
+COPY --from=requirements /tmp/requirements.txt /tmp/requirements.txt
+RUN --mount=type=cache,id=streamlets-pip,target=/var/cache/pip,sharing=locked \
+    PIP_CACHE_DIR=/var/cache/pip PIP_CERT=/etc/ssl/certs/ca-certificates.crt pip install -q -r /tmp/requirements.txt "setuptools>=68" \
+ && rm /tmp/requirements.txt \
+ && test -x "$SPARK_HOME/bin/spark-submit"
 
-# Spark's conventional user (the entrypoint adds it to /etc/passwd when missing).
-RUN groupadd --system --gid 185 spark \
- && useradd --system --uid 185 --gid 185 --home-dir /opt/spark --shell /usr/sbin/nologin spark \
- && chown -R 185:185 /opt/app
+# spark-sql-kafka-0-10, spark-avro and their dependencies, resolved by Spark's Ivy (on the
+# loopback address: a build container's host name need not resolve).
+COPY docker/connectors.py /tmp/connectors.py
+RUN cd /tmp && SPARK_LOCAL_IP=127.0.0.1 SPARK_LOCAL_HOSTNAME=localhost python /tmp/connectors.py \
+ && rm -rf /tmp/* /tmp/.[!.]*
+
+# Spark's conventional user; /opt/spark holds the working directory and, in pods, the
+# configuration Spark mounts at /opt/spark/conf.
+RUN echo 'spark:x:185:185:Spark:/opt/spark:/usr/sbin/nologin' >> /etc/passwd \
+ && echo 'spark:x:185:' >> /etc/group \
+ && mkdir -p /opt/spark/work-dir /opt/app /opt/streamlets \
+ && chown -R 185:185 /opt/spark /opt/app \
+ && chmod g+w /opt/spark/work-dir
+COPY --chmod=755 docker/entrypoint.sh docker/decom.sh /opt/
+
+# The project (its sources change most often: this layer and the next rebuild in seconds).
+COPY pyproject.toml README.md /tmp/src/
+COPY streamlets/ /tmp/src/streamlets/
+COPY blueprint/ /tmp/src/blueprint/
+# blueprint/crds/ links to the chart's CRD, the one copy of it.
+COPY charts/streamlets-operator/crds/ /tmp/src/charts/streamlets-operator/crds/
+RUN PIP_NO_CACHE_DIR=1 pip install -q --no-deps --no-build-isolation /tmp/src \
+ && rm -rf /tmp/src \
+ && cd / && python -c "import streamlets.driver, streamlets.runtime.runner, blueprint; from streamlets.runtime.spark_session import connectors_in_spark_home; assert connectors_in_spark_home()"
+# The driver's main file (the SparkApplication's mainApplicationFile); tests/k8s/test_operator.py
+# runs this same file with spark-submit.
+COPY docker/runner.py /opt/streamlets/runner.py
+
 WORKDIR /opt/spark/work-dir
-RUN chown 185:185 /opt/spark/work-dir
 USER 185
 
 # A driver serves its metrics on 9464 (/metrics; STREAMLETS_METRICS_PORT, 0 or off: none) and

@@ -411,3 +411,38 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         raise BrokerError(f"reading end offsets of {topic!r} at {bootstrap} failed: {e}") from e
     finally:
         consumer.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m blueprint.sandbox.kafka_broker --host IP [--port N] [--state-dir DIR]`: one
+    broker in the foreground until Ctrl-C or SIGTERM (a local cluster's Kafka: its pods reach
+    the node's IP). Exit status 0 after a clean stop, 1 if it cannot start (BrokerError's message)."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m blueprint.sandbox.kafka_broker", description=main.__doc__)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on and advertise (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=None, help="client port (default: a free one, kept across runs)")
+    parser.add_argument("--state-dir", default=str(cache_root() / "local-kafka"),
+                        help="log dirs and settings (default ~/.cache/streamlets/local-kafka)")
+    args = parser.parse_args(argv)
+    broker = KafkaBroker(pathlib.Path(args.state_dir), port=args.port, host=args.host)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        broker.start()
+        print(f"Kafka at {broker.bootstrap_servers} (state {args.state_dir}); Ctrl-C stops it", flush=True)
+        while broker.is_running():
+            time.sleep(1)
+        print(f"the broker exited; see {broker.log_file}", file=sys.stderr)
+        return 1
+    except BrokerError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        broker.stop()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

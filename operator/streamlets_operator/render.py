@@ -31,7 +31,6 @@ ANNOTATION_HASH = "streamlets.io/spec-hash"
 MANAGER = "streamlets-operator"
 
 SPARK_RUNTIME_VERSION = "4.1.1"
-SPARK_PACKAGES = ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.1", "org.apache.spark:spark-avro_2.13:4.1.1")
 MAIN_FILE = "local:///opt/streamlets/runner.py"
 CONFIG_DIR = "/etc/streamlets"
 CONFIG_KEY = "run.json"
@@ -299,7 +298,9 @@ def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any],
     service_account = spec.get("serviceAccountName") or env.get("STREAMLETS_SPARK_SERVICE_ACCOUNT")
     if service_account:
         driver["serviceAccount"] = service_account
-    spark_conf = {"spark.jars.packages": ",".join(SPARK_PACKAGES), **SPARK_METRICS_CONF, **(streamlet.get("sparkConf") or {})}
+    # No spark.jars.packages: the Kafka and Avro connectors are in the image's $SPARK_HOME/jars
+    # (docker/streamlet.Dockerfile), so a pod resolves and downloads nothing when it starts.
+    spark_conf = {**SPARK_METRICS_CONF, **(streamlet.get("sparkConf") or {})}
     if streamlet.get("statePartitions"):  # a fresh query starts with them too (its first batch pins them)
         spark_conf["spark.sql.shuffle.partitions"] = str(streamlet["statePartitions"])
     # Avro's allocation limits in the driver's and the executors' JVMs (streamlets.avro_limits).

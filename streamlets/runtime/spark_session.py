@@ -3,7 +3,8 @@
 The connector versions match the installed PySpark (`spark.jars.packages`); Ivy's cache lives
 under the streamlets cache folder so CI and later runs reuse it (`spark.jars.ivy`). If Maven is
 reached through a mirror declared in ~/.m2/settings.xml, Spark's resolver is pointed at it
-(`spark.jars.repositories`).
+(`spark.jars.repositories`). In the streamlet image (docker/streamlet.Dockerfile) the connectors
+are among Spark's own jars ($SPARK_HOME/jars) and nothing is resolved.
 
 Every JVM it starts bounds Avro's allocations per value (streamlets.avro_limits): the limits go
 into spark.driver.extraJavaOptions and spark.executor.extraJavaOptions, which PySpark passes to
@@ -36,6 +37,18 @@ def connector_packages(version: str | None = None) -> list[str]:
     v = version or spark_version()
     scala = "2.13"  # Spark 4 is built for Scala 2.13 only
     return [f"org.apache.spark:spark-sql-kafka-0-10_{scala}:{v}", f"org.apache.spark:spark-avro_{scala}:{v}"]
+
+
+def connectors_in_spark_home(version: str | None = None) -> bool:
+    """Whether Spark's own jars include the connectors (the streamlet image puts them in
+    $SPARK_HOME/jars when it is built, docker/connectors.py): then they are on every JVM's class
+    path already, and a session asks for no packages (nothing to download, nothing to resolve)."""
+    import pyspark
+
+    v = version or spark_version()
+    home = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
+    names = [f"{coordinate.split(':')[1]}-{v}.jar" for coordinate in connector_packages(v)]
+    return all((home / "jars" / name).is_file() for name in names)
 
 
 def _manifest() -> Path:
@@ -109,6 +122,14 @@ DEFAULT_CONF: dict[str, str] = {
 JAVA_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 
 
+def launched_by_spark_submit() -> bool:
+    """True in a driver that spark-submit started (a driver pod: Spark's PythonRunner hands the
+    Python process its JVM through PYSPARK_GATEWAY_PORT). Its master is spark-submit's --master
+    (k8s://... on a cluster), which a builder's .master() would replace: the driver would then run
+    every task itself in local mode and ask Kubernetes for no executor."""
+    return bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
+
+
 def build_spark_session(
     app_name: str,
     conf: Mapping[str, str] | None = None,
@@ -116,7 +137,8 @@ def build_spark_session(
 ) -> "SparkSession":
     """Create (or get) the SparkSession with the connectors on its classpath.
 
-    `conf` entries override DEFAULT_CONF (JVM options are appended to the defaults). `master` defaults to $SPARK_MASTER or local[*].
+    `conf` entries override DEFAULT_CONF (JVM options are appended to the defaults). `master` defaults to
+    spark-submit's (in a driver it started: launched_by_spark_submit), else $SPARK_MASTER or local[*].
     The first call on a machine downloads the connector jars (about 10 MB) into the cache.
     Driver and executor JVMs get Avro's allocation limits (avro_limits; AvroLimitsError if
     $STREAMLETS_MAX_VALUE_BYTES is malformed). A JVM that was already running (a driver pod, an
@@ -128,10 +150,11 @@ def build_spark_session(
     settings = dict(DEFAULT_CONF)
     for key in JAVA_OPTION_KEYS:
         settings[key] = avro_limits.with_limits(settings.get(key))
-    jars = cached_connector_jars()
+    in_spark_home = connectors_in_spark_home()  # the streamlet image: nothing to add
+    jars = None if in_spark_home else cached_connector_jars()
     if jars:
         settings["spark.jars"] = ",".join(jars)
-    else:
+    elif not in_spark_home:
         settings["spark.jars.packages"] = ",".join(connector_packages())
         settings["spark.jars.ivy"] = str(cache_root() / "ivy")
         mirrors = maven_mirrors()
@@ -140,7 +163,9 @@ def build_spark_session(
     for key, value in (conf or {}).items():
         # JVM options add up (e.g. the sandbox's log4j file and the JIT flag); others replace.
         settings[key] = f"{settings[key]} {value}" if key in JAVA_OPTION_KEYS and key in settings else value
-    builder = SparkSession.builder.appName(app_name).master(master or os.environ.get("SPARK_MASTER", "local[*]"))
+    builder = SparkSession.builder.appName(app_name)
+    if master or not launched_by_spark_submit():
+        builder = builder.master(master or os.environ.get("SPARK_MASTER", "local[*]"))
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()

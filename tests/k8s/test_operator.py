@@ -206,7 +206,7 @@ def test_deploy_update_scale_status_delete(api, cluster, operator, kube_namespac
     enrich = sas["enrich"]["spec"]
     assert enrich["type"] == "Python" and enrich["mainApplicationFile"] == "local:///opt/streamlets/runner.py"
     assert enrich["arguments"] == ["--config", "/etc/streamlets/run.json"]
-    assert "spark-sql-kafka-0-10_2.13:4.1.1" in enrich["sparkConf"]["spark.jars.packages"]
+    assert "spark.jars.packages" not in enrich["sparkConf"]  # the image's $SPARK_HOME/jars has the connectors
     run = json.loads(__import__("base64").b64decode(secrets(core, ns)["enrich"].data["run.json"]))
     from streamlets.runtime.runconfig import StreamletRunConfig
     cfg = StreamletRunConfig.model_validate(run)
@@ -581,15 +581,21 @@ def spark_submit_args(spark_app: dict, mounts: dict[str, Path], main_file: Path)
     import pyspark
 
     from streamlets.cache import cache_root
-    from streamlets.runtime.spark_session import maven_mirrors
+    from streamlets.runtime.spark_session import cached_connector_jars, connector_packages, maven_mirrors
 
     spec = spark_app["spec"]
     conf = dict(spec["sparkConf"])
-    # This machine reaches Maven Central through a mirror and keeps Ivy's cache in the streamlets
-    # cache; a pod resolves spark.jars.packages from Maven Central itself.
-    conf["spark.jars.ivy"] = str(cache_root() / "ivy")
-    if maven_mirrors():
-        conf["spark.jars.repositories"] = ",".join(maven_mirrors())
+    # A pod finds the Kafka and Avro connectors among Spark's jars (the streamlet image puts them
+    # there); here they are the jars an earlier session resolved, else Spark resolves them with
+    # Ivy's cache in the streamlets cache and this machine's Maven mirror.
+    jars = cached_connector_jars()
+    if jars:
+        conf["spark.jars"] = ",".join(jars)
+    else:
+        conf["spark.jars.packages"] = ",".join(connector_packages())
+        conf["spark.jars.ivy"] = str(cache_root() / "ivy")
+        if maven_mirrors():
+            conf["spark.jars.repositories"] = ",".join(maven_mirrors())
     conf["spark.driver.memory"] = spec["driver"].get("memory", "1g")
     conf["spark.ui.enabled"] = "false"
     conf["spark.driver.extraJavaOptions"] = spec["driver"]["javaOptions"]  # as the Spark Operator does

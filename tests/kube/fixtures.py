@@ -8,6 +8,7 @@ import secrets
 
 import pytest
 
+from .cluster_fixtures import cluster_namespace, kube_cluster  # noqa: F401 - the one-node cluster's fixtures
 from .server import KubeEnvMissing, KubeServer, load_env
 
 

@@ -26,7 +26,6 @@ import os
 import pathlib
 import secrets
 import shutil
-import signal
 import ssl
 import subprocess
 import time
@@ -197,7 +196,7 @@ class KubeServer:
             picked[name] = port if port and port not in picked.values() and _port_free(port) else next(fresh)
         # a fresh port could equal a remembered one that was kept: pick again in that (rare) case
         if len(set(picked.values())) < len(names):
-            picked = dict(zip(names, _free_ports(len(names))))
+            picked = dict(zip(names, _free_ports(len(names)), strict=True))
         ports_file.write_text(json.dumps(picked))
         self.etcd_port, self.etcd_peer_port, self.port = picked["etcd"], picked["etcd_peer"], picked["apiserver"]
 

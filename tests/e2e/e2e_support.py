@@ -1,0 +1,73 @@
+"""What the e2e tests share: names, waiting, helm, and what a failure shows (tests/e2e)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+APPS = "apps"  # the namespace of the applications
+OPERATOR_NS = "streamlets-system"
+SPARK_OPERATOR_NS = "spark-operator"
+VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+
+
+def images() -> dict[str, str]:
+    """The references dev/images and dev/k8s-node-env give the images the e2e runs."""
+    env = json.loads((Path(os.environ.get("STREAMLETS_CACHE", Path.home() / ".cache" / "streamlets"))
+                      / "k8s" / "env.json").read_text())
+    return {"app": f"localhost/streamlets/flight-delays:{VERSION}",
+            "operator": f"localhost/streamlets/operator:{VERSION}",
+            "spark-operator": f"localhost/streamlets/spark-operator:{env['spark_operator_version']}"}
+
+
+def wait_until(what: str, predicate, timeout: float, interval: float = 3.0, on_timeout=None):
+    """Poll `predicate()` until it returns a truthy value (returned). AssertionError naming `what`
+    after `timeout` seconds, with `on_timeout()`'s text (pod states, logs) appended."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as e:  # a poll may fail while things start
+            last_error = e
+        if time.monotonic() > deadline:
+            break
+        time.sleep(interval)
+    detail = on_timeout() if on_timeout else ""
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}"
+                         f"{f' (last error: {last_error!r})' if last_error else ''}\n{detail}")
+
+
+def helm(cluster, *args: str, timeout: float = 600) -> str:
+    proc = subprocess.run([cluster.env["helm"], f"--kubeconfig={cluster.kubeconfig}", *args], capture_output=True,
+                          text=True, timeout=timeout, env=cluster.subprocess_env())
+    assert proc.returncode == 0, f"helm {' '.join(args)}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def pods_report(cluster, namespace: str) -> str:
+    """Pods, recent events and the tails of failing pods' logs: what a timeout message shows."""
+    out = [cluster.kubectl("get", "pods", "-n", namespace, "-o", "wide").stdout,
+           cluster.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp").stdout[-4000:]]
+    return "\n".join(out)
+
+
+def spark_operator_chart(cluster) -> str:
+    chart = cluster.env.get("spark_operator_chart")
+    assert chart and Path(chart).is_dir(), "no Spark Operator chart: run dev/k8s-node-env"
+    return chart
+
+
+def values_args(values: dict) -> list[str]:
+    """--set-json for each top-level value (helm merges them over the chart's values)."""
+    return [arg for key, value in values.items() for arg in ("--set-json", f"{key}={json.dumps(value)}")]
+
+# podman (dev/images' storage) on this kind of machine: see dev/containers.conf
+os.environ.setdefault("CONTAINERS_CONF", str(REPO / "dev" / "containers.conf"))

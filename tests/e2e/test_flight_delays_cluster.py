@@ -1,0 +1,213 @@
+"""flight-delays on a real cluster, deployed as a user would: `helm install` of our chart (and the
+Spark Operator's), `blueprint build --image <app image>` and `kubectl apply`. Each streamlet's
+driver and executor are pods the Spark Operator started; checkpoints live on the application's
+claim (local-path-provisioner); Kafka is a broker on the node's address.
+
+The tests run in order on one deployment, a month of data each, and each compares the egress
+output with the batch computation (flight_delays.reference) for the months fed so far:
+  1. January: the drivers and executors run as pods, the results equal the batch computation,
+     `kubectl streamlets status` shows every driver RUNNING with its executor;
+  2. a driver pod deleted mid-run: the Spark Operator starts it again, it resumes from its
+     checkpoints, and January and February equal the batch computation;
+  3. `kubectl streamlets savepoint`, then an upgrade to a new image tag with upgradeMode
+     savepoint: a savepoint is taken before the new pods start, which continue with March;
+  4. `kubectl streamlets undeploy` leaves no pod.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from e2e_support import APPS, REPO, pods_report, wait_until
+
+sys.path.insert(0, str(REPO / "examples" / "flight-delays"))
+
+from flight_delays.prepare import BASE_MTIME, drop_file, prepare  # noqa: E402
+from flight_delays.reference import reference_stats  # noqa: E402
+from flight_delays.results import differences, load_results  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+
+APP = "flight-delays"
+EXAMPLE = REPO / "examples" / "flight-delays"
+CLAIM = f"{APP}-checkpoints"
+STREAMLETS = ("flights", "weather", "enrich", "stats", "files")
+DATA_POD = "flight-data"
+LABEL_APP = "streamlets.io/app"
+# Seconds. Ten JVMs start on two cores: a driver is up in one to three minutes.
+START_TIMEOUT = 600
+RESULTS_TIMEOUT = 900
+
+
+class Deployment:
+    """The deployed application and the helpers a test needs: kubectl, the data pod that reads
+    and writes the claim (as a user would: kubectl cp and exec), the result check."""
+
+    def __init__(self, cluster, kafka: str, tmp: Path):
+        self.cluster, self.kafka, self.tmp = cluster, kafka, tmp
+        self.months: list[int] = []
+
+    def kubectl(self, *args: str, check: bool = True, timeout: float = 120, input: str | None = None) -> str:
+        return self.cluster.kubectl(*args, check=check, timeout=timeout, input=input).stdout
+
+    def plugin(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+        """`kubectl streamlets ...` (our kubectl plugin) against the cluster."""
+        return subprocess.run([sys.executable, "-m", "blueprint.cli.kubectl", *args, "-n", APPS],
+                              capture_output=True, text=True, timeout=timeout, env=self.cluster.subprocess_env())
+
+    def report(self) -> str:
+        return pods_report(self.cluster, APPS)
+
+    def pods(self, role: str | None = None) -> list[dict]:
+        selector = f"{LABEL_APP}={APP}" + (f",spark-role={role}" if role else "")
+        return json.loads(self.kubectl("get", "pods", "-n", APPS, "-l", selector, "-o", "json"))["items"]
+
+    def running(self, role: str) -> dict[str, dict]:
+        """streamlet -> a Running pod of that role (driver or executor)."""
+        return {p["metadata"]["labels"].get("streamlets.io/streamlet"): p for p in self.pods(role)
+                if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")}
+
+    # --- data in, results out, through a pod that mounts the claim ----------------------------
+
+    def start_data_pod(self, image: str) -> None:
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": DATA_POD, "namespace": APPS},
+               "spec": {"securityContext": {"runAsUser": 185, "runAsGroup": 185, "fsGroup": 185},
+                        "terminationGracePeriodSeconds": 1,
+                        "containers": [{"name": "main", "image": image, "imagePullPolicy": "Never",
+                                        "command": ["sleep", "infinity"],
+                                        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
+                                        "volumeMounts": [{"name": "claim", "mountPath": "/data"}]}],
+                        "volumes": [{"name": "claim", "persistentVolumeClaim": {"claimName": CLAIM}}]}}
+        self.cluster.apply(pod, namespace=APPS)
+        wait_until("the data pod", lambda: json.loads(self.kubectl("get", "pod", DATA_POD, "-n", APPS, "-o", "json"))
+                   ["status"].get("phase") == "Running", 300, on_timeout=self.report)
+
+    def exec(self, script: str) -> str:
+        return self.kubectl("exec", "-n", APPS, DATA_POD, "--", "sh", "-c", script, timeout=300)
+
+    def feed(self, month: int) -> None:
+        """The month's weather, then its flights, into the ingresses' volume folders: copied to a
+        staging folder of the claim, then renamed into place (a stream never sees half a file),
+        with prepare.py's modification times."""
+        local = self.tmp / "data"
+        prepare(local, [month])
+        for feed in ("weather", "flights"):
+            path = drop_file(local, feed, month)
+            self.exec("mkdir -p /data/staging")
+            self.kubectl("cp", str(path), f"{APPS}/{DATA_POD}:/data/staging/{path.name}", timeout=300)
+            target = f"/data/volumes/{feed}/source"
+            self.exec(f"mkdir -p {target} && touch -d @{BASE_MTIME + 60 * month} /data/staging/{path.name} "
+                      f"&& mv /data/staging/{path.name} {target}/{path.name}")
+        self.months.append(month)
+
+    def results_differences(self) -> list[str] | None:
+        """None while the output is incomplete, else the differences from the batch computation
+        of the months fed so far (empty: equal)."""
+        out = self.tmp / f"output-{time.monotonic_ns()}"
+        self.kubectl("cp", f"{APPS}/{DATA_POD}:/data/volumes/files/output", str(out), timeout=300)
+        df = load_results(out)
+        expected = reference_stats(self.months)
+        if df.empty or len(df) < len(expected):
+            return None
+        return differences(df, expected)
+
+    def wait_results(self, what: str) -> None:
+        def equal() -> bool:
+            problems = self.results_differences()
+            return problems is not None and not problems
+        wait_until(f"{what}: the egress output equal to the batch computation of months {self.months}",
+                   equal, RESULTS_TIMEOUT, interval=15,
+                   on_timeout=lambda: f"{self.results_differences()}\n{self.report()}")
+
+
+@pytest.fixture(scope="module")
+def deployed(e2e_cluster, e2e_images, streamlets_operator, node_kafka, tmp_path_factory) -> Deployment:
+    d = Deployment(e2e_cluster, node_kafka, tmp_path_factory.mktemp("flight-delays"))
+    built = subprocess.run([sys.executable, "-m", "blueprint.cli", "build", str(EXAMPLE / "blueprint.yaml"),
+                            "--image", e2e_images["app"], "--config", str(EXAMPLE / "cluster.conf"),
+                            "--kafka", node_kafka, "-n", APPS],
+                           capture_output=True, text=True, timeout=300, cwd=EXAMPLE)
+    assert built.returncode == 0, built.stderr
+    resource = yaml.safe_load(built.stdout)
+    resource["spec"]["imagePullPolicy"] = "Never"  # no registry: the images are in containerd
+    d.kubectl("apply", "-f", "-", input=yaml.safe_dump(resource))
+    d.start_data_pod(e2e_images["app"])
+    yield d
+    d.kubectl("delete", "pod", DATA_POD, "-n", APPS, "--wait=false", check=False)
+
+
+def test_january_in_pods_equals_the_batch_computation(deployed):
+    d = deployed
+    wait_until("a running driver and executor pod per streamlet",
+               lambda: set(d.running("driver")) == set(STREAMLETS) and set(d.running("executor")) == set(STREAMLETS),
+               START_TIMEOUT, interval=5, on_timeout=d.report)
+    d.feed(1)
+    d.wait_results("January")
+    # Checkpoints on the claim: offsets and commits from the drivers, state from the executors
+    # (stats aggregates per window in Spark's state store).
+    listing = d.exec("cd /data/flight-delays && find . -maxdepth 3 -type d | sort")
+    for name in STREAMLETS:
+        assert f"./{name}" in listing, listing
+    state = d.exec("find /data/flight-delays/stats -path '*/state/*' -type f | head -5")
+    assert state.strip(), "no state store files of the stats streamlet on the claim"
+
+    status = d.plugin("status", APP)
+    assert status.returncode == 0, status.stderr
+    rows = {line.split()[0]: line.split() for line in status.stdout.splitlines()[1:] if line.split()
+            and line.split()[0] in STREAMLETS}
+    assert set(rows) == set(STREAMLETS), status.stdout
+    for row in rows.values():
+        assert row[2] == "RUNNING" and row[3] == "1/1", status.stdout
+
+
+def test_a_deleted_driver_pod_resumes_from_its_checkpoints(deployed):
+    d = deployed
+    old = d.running("driver")["stats"]
+    d.kubectl("delete", "pod", old["metadata"]["name"], "-n", APPS, "--wait=false")
+    d.feed(2)  # February arrives while the stats driver is gone
+    wait_until("the Spark Operator to start the stats driver again",
+               lambda: (p := d.running("driver").get("stats")) and p["metadata"]["uid"] != old["metadata"]["uid"],
+               START_TIMEOUT, interval=5, on_timeout=d.report)
+    d.wait_results("after the stats driver was deleted")
+
+
+def test_savepoint_and_an_upgrade_with_upgrade_mode_savepoint(deployed, e2e_images):
+    d = deployed
+    taken = d.plugin("savepoint", APP)
+    assert taken.returncode == 0, taken.stdout + taken.stderr
+    assert "ok" in taken.stdout, taken.stdout
+    # A new image tag (the same content: no registry to push to, containerd gets it as `load` does).
+    repository, _, tag = e2e_images["app"].rpartition(":")
+    new_image = f"{repository}:{tag}-upgrade"
+    subprocess.run(["podman", "tag", e2e_images["app"], new_image], check=True, capture_output=True)
+    d.cluster.load(new_image)
+    before = {n: p["metadata"]["uid"] for n, p in d.running("driver").items()}
+    d.kubectl("patch", "streamletapplication", APP, "-n", APPS, "--type=merge",
+              "-p", json.dumps({"spec": {"image": new_image, "upgradeMode": "savepoint"}}))
+
+    def upgraded() -> bool:
+        drivers = d.running("driver")
+        return set(drivers) == set(STREAMLETS) and all(
+            p["metadata"]["uid"] != before.get(n) and p["spec"]["containers"][0]["image"] == new_image
+            for n, p in drivers.items())
+    wait_until("every driver upgraded to the new image", upgraded, START_TIMEOUT, interval=5, on_timeout=d.report)
+    status = json.loads(d.kubectl("get", "streamletapplication", APP, "-n", APPS, "-o", "json"))["status"]
+    upgrade_savepoints = [s for s in status.get("savepoints", []) if s.get("reason") == "upgrade"]
+    assert upgrade_savepoints, status.get("savepoints")
+    d.feed(3)
+    d.wait_results("after the upgrade")
+
+
+def test_undeploy_leaves_no_pod(deployed):
+    d = deployed
+    d.kubectl("delete", "pod", DATA_POD, "-n", APPS, "--wait=true", timeout=120)
+    gone = d.plugin("undeploy", APP)
+    assert gone.returncode == 0, gone.stdout + gone.stderr
+    wait_until("no pod of the application", lambda: not d.pods(), 300, interval=5, on_timeout=d.report)

@@ -1,0 +1,58 @@
+"""pytest fixtures for the real one-node cluster of tests/kube/cluster.py (``dev/cluster``).
+
+``kube_cluster`` starts the cluster in a temporary directory on first use and takes it down (and
+deletes its state but the logs) at the end of the session; a watcher process takes it down too
+if the session is killed. The cluster dies with its test session. It skips, saying what is
+missing, when this machine cannot run it (not root, dev/k8s-node-env not run, tools missing).
+
+For a quicker edit-run loop, start one with ``dev/cluster up --state-dir DIR`` and run pytest
+with ``STREAMLETS_CLUSTER_DIR=DIR``: the fixture uses that cluster (starting it if needed) and
+leaves it running.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+import secrets
+import time
+
+import pytest
+
+from .cluster import ClusterUnavailable, KubeCluster, check_host, load_cluster_env
+
+
+@pytest.fixture(scope="session")
+def kube_cluster(tmp_path_factory) -> Iterator[KubeCluster]:
+    try:
+        env = load_cluster_env()
+        check_host(env)
+    except ClusterUnavailable as e:
+        pytest.skip(f"no Kubernetes cluster: {e}")
+    shared = os.environ.get("STREAMLETS_CLUSTER_DIR")
+    if shared:
+        yield KubeCluster(shared, env=env).up()
+        return
+    cluster = KubeCluster(tmp_path_factory.mktemp("cluster"), env=env)
+    try:
+        cluster.up(watch_pid=os.getpid(), watch_purge=True)
+    except ClusterUnavailable as e:
+        pytest.skip(f"no Kubernetes cluster: {e}")
+    try:
+        yield cluster
+    finally:
+        cluster.down(purge=True)
+
+
+@pytest.fixture
+def cluster_namespace(kube_cluster) -> Iterator[str]:
+    """A fresh namespace in ``kube_cluster`` for one test, deleted afterwards (not waited for)."""
+    name = f"t-{secrets.token_hex(4)}"
+    kube_cluster.kubectl("create", "namespace", name, check=True)
+    deadline = time.monotonic() + 30  # pods are refused until the controller made its "default" SA
+    while kube_cluster.kubectl("get", "serviceaccount", "default", f"--namespace={name}").returncode != 0:
+        if time.monotonic() > deadline:
+            pytest.fail(f"no default service account in namespace {name} after 30s")
+        time.sleep(0.2)
+    yield name
+    kube_cluster.kubectl("delete", "namespace", name, "--wait=false")
