@@ -1475,7 +1475,8 @@ table inet {GUARD_TABLE} {{
             top = hierarchy / "kubepods"
             if not top.is_dir():
                 continue
-            dirs = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True)
+            # os.walk, not rglob: pods' cgroups vanish while this walks (rglob raised FileNotFoundError)
+            dirs = sorted((pathlib.Path(d) for d, _, _ in os.walk(top)), key=lambda p: len(p.parts), reverse=True)
             for d in [*dirs, top]:
                 with contextlib.suppress(OSError):
                     d.rmdir()
@@ -1769,9 +1770,10 @@ def _cgroup_pids(top: str) -> set[int]:
         base = root / hierarchy / top
         if not base.is_dir():
             continue
-        for procs in base.rglob("cgroup.procs"):
-            with contextlib.suppress(OSError, ValueError):
-                pids.update(int(x) for x in procs.read_text().split())
+        for d, _, files in os.walk(base):  # cgroups vanish while this walks: os.walk skips them
+            if "cgroup.procs" in files:
+                with contextlib.suppress(OSError, ValueError):
+                    pids.update(int(x) for x in (pathlib.Path(d) / "cgroup.procs").read_text().split())
     pids.discard(os.getpid())
     return pids
 
