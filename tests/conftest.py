@@ -24,3 +24,9 @@ def kafka_broker(tmp_path_factory):
     broker = KafkaBroker(tmp_path_factory.mktemp("kafka")).start()
     yield broker
     broker.stop()
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The end-to-end tests (marker e2e) run last: their cluster (kube_cluster, session-scoped)
+    then lives only while they run, not beside the rest of the suite."""
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is not None)  # stable: order kept within each
