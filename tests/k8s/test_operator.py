@@ -462,7 +462,8 @@ def test_runs_with_the_charts_rbac(api, cluster, kube_namespace, built, tmp_path
     rbac = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] in
             ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")]
     cluster.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump_all(rbac), check=True)
-    (sa,) = [d["metadata"]["name"] for d in rbac if d["kind"] == "ServiceAccount"]
+    # the operator's account (the other one is the Spark drivers', sparkServiceAccount)
+    (sa,) = [d["metadata"]["name"] for d in rbac if d["kind"] == "ServiceAccount" and not d["metadata"]["name"].endswith("-spark")]
     token = cluster.kubectl("create", "token", sa, "-n", ns, check=True).stdout.strip()
     config = yaml.safe_load(cluster.kubeconfig.read_text())
     for user in config["users"]:
