@@ -1244,6 +1244,16 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                     self.out(f"   {image} already loaded")
                 continue
             began = time.monotonic()
+            # Another name of the same podman image is in already (a new tag): containerd names
+            # the same content once more instead of reading the whole archive again.
+            twin = None if force else next((n for n, i in loaded.items() if i == image_id and n != image and n in have), None)
+            if twin:
+                self._ctr("images", "tag", "--force", twin, image)
+                loaded[image] = image_id
+                _write(self.state_dir / "run" / "images.json", json.dumps(loaded, indent=2))
+                self.out(f"   {image} tagged as {twin} ({time.monotonic() - began:.1f} s)")
+                done.append(image)
+                continue
             with open(self.procs.log("load"), "w+b") as err:  # a file: a full stderr pipe would block podman
                 podman = subprocess.Popen(["podman", "save", "--format", "oci-archive", image],
                                           stdout=subprocess.PIPE, stderr=err, env=_podman_env())
