@@ -137,8 +137,9 @@ def build_spark_session(
 ) -> "SparkSession":
     """Create (or get) the SparkSession with the connectors on its classpath.
 
-    `conf` entries override DEFAULT_CONF (JVM options are appended to the defaults). `master` defaults to
-    spark-submit's (in a driver it started: launched_by_spark_submit), else $SPARK_MASTER or local[*].
+    `conf` entries override DEFAULT_CONF (JVM options are appended to the defaults); in a driver
+    spark-submit started (launched_by_spark_submit), what spark-submit was given overrides
+    DEFAULT_CONF too. `master` defaults to spark-submit's there, else $SPARK_MASTER or local[*].
     The first call on a machine downloads the connector jars (about 10 MB) into the cache.
     Driver and executor JVMs get Avro's allocation limits (avro_limits; AvroLimitsError if
     $STREAMLETS_MAX_VALUE_BYTES is malformed). A JVM that was already running (a driver pod, an
@@ -148,6 +149,15 @@ def build_spark_session(
     from pyspark.sql import SparkSession
 
     settings = dict(DEFAULT_CONF)
+    if launched_by_spark_submit():
+        # What spark-submit was given (a SparkApplication's sparkConf: its state partitions,
+        # scheduler settings) wins over our defaults, which are the sandbox's; `conf` still wins.
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()  # the JVM spark-submit started: SparkConf reads its properties
+        for key, _ in SparkConf().getAll():
+            if key not in JAVA_OPTION_KEYS:
+                settings.pop(key, None)
     for key in JAVA_OPTION_KEYS:
         settings[key] = avro_limits.with_limits(settings.get(key))
     in_spark_home = connectors_in_spark_home()  # the streamlet image: nothing to add
