@@ -27,6 +27,15 @@ def kafka_broker(tmp_path_factory):
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The end-to-end tests (marker e2e) run last: their cluster (kube_cluster, session-scoped)
-    then lives only while they run, not beside the rest of the suite."""
-    items.sort(key=lambda item: item.get_closest_marker("e2e") is not None)  # stable: order kept within each
+    """Three phases, the order kept within each: the tests that need no cluster toolchain; then
+    those that do (the `toolchain` fixture, directly or through kube_env, kube_cluster, ...: they
+    wait for dev/test's background build, which the first phase leaves time for); then the
+    end-to-end tests (marker e2e), so their cluster (kube_cluster, session-scoped) lives only
+    while they run, not beside the rest of the suite."""
+
+    def phase(item) -> int:
+        if item.get_closest_marker("e2e") is not None:
+            return 2
+        return 1 if "toolchain" in getattr(item, "fixturenames", ()) else 0
+
+    items.sort(key=phase)  # stable

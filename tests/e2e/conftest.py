@@ -24,7 +24,7 @@ from e2e_support import (APPS, OPERATOR_NS, REPO, SPARK_OPERATOR_NS, helm, image
 
 
 @pytest.fixture(scope="session")
-def e2e_images() -> dict[str, str]:
+def e2e_images(toolchain) -> dict[str, str]:
     """dev/images (cached: seconds when nothing changed), then the references of the images."""
     proc = subprocess.run([str(REPO / "dev" / "images")], capture_output=True, text=True, timeout=3600)
     assert proc.returncode == 0, f"dev/images failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"

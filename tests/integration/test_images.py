@@ -60,7 +60,7 @@ def last_json(text: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def images() -> None:
+def images(toolchain) -> None:
     if not PODMAN:
         pytest.skip("podman is not installed (dev/setup installs the container tools)")
     info = podman("info", timeout=60)

@@ -786,7 +786,7 @@ def test_savepoint_state_restore_and_upgrade_through_the_operator(api, cluster, 
         dumped = plugin(cluster, "state", "flight-delays", "flights", "-n", ns)
         assert dumped.returncode == 1 and "holds no state" in dumped.stdout, dumped.stdout + dumped.stderr
         # a streamlet that is not running: no answer (the timeout is the command's)
-        quiet = plugin(cluster, "savepoint", "flight-delays", "-n", ns, "--streamlet", "stats", "--timeout", "60")
+        quiet = plugin(cluster, "savepoint", "flight-delays", "-n", ns, "--streamlet", "stats", "--timeout", "10")
         assert quiet.returncode != 0
 
         # upgrade mode savepoint: a change to the running flights streamlet is preceded by a savepoint

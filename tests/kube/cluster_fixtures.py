@@ -23,7 +23,7 @@ from .cluster import ClusterUnavailable, KubeCluster, check_host, load_cluster_e
 
 
 @pytest.fixture(scope="session")
-def kube_cluster(tmp_path_factory) -> Iterator[KubeCluster]:
+def kube_cluster(tmp_path_factory, toolchain) -> Iterator[KubeCluster]:
     try:
         env = load_cluster_env()
         check_host(env)

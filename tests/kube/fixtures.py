@@ -10,10 +10,27 @@ import pytest
 
 from .cluster_fixtures import cluster_namespace, kube_cluster  # noqa: F401 - the one-node cluster's fixtures
 from .server import KubeEnvMissing, KubeServer, load_env
+from .toolchain import ToolchainFailed, wait_for_toolchain
 
 
 @pytest.fixture(scope="session")
-def kube_env() -> dict:
+def toolchain(request) -> None:
+    """Waits for dev/test's background build of the cluster toolchain (tests/kube/toolchain.py).
+    Tests that use it, directly or through another fixture, run after the others (tests/conftest.py)."""
+    failed = None
+    try:
+        waited = wait_for_toolchain()
+    except ToolchainFailed as e:
+        failed = str(e)
+    if failed is not None:
+        pytest.fail(failed, pytrace=False)
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if waited >= 1 and reporter is not None:
+        reporter.write_line(f"(waited {waited:.0f} s for the toolchain build, dev/toolchain)")
+
+
+@pytest.fixture(scope="session")
+def kube_env(toolchain) -> dict:
     """What dev/k8s-env built (paths of kube-apiserver, etcd, kubectl, helm, the CRD; versions)."""
     try:
         return load_env()

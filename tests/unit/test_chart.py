@@ -34,15 +34,22 @@ def find_helm() -> str | None:
     return shutil.which("helm")
 
 
-HELM = find_helm()
-pytestmark = pytest.mark.skipif(HELM is None, reason="no helm binary: run dev/k8s-env (installs it under "
-                                                      "~/.cache/streamlets/helm/<version>/helm) or put helm on PATH")
+@pytest.fixture(autouse=True, scope="module")
+def helm_binary(toolchain) -> str:
+    """The helm binary, once dev/test's background toolchain build (dev/k8s-env builds helm) ended."""
+    found = find_helm()
+    if found is None:
+        pytest.skip("no helm binary: run dev/k8s-env (installs it under ~/.cache/streamlets/helm/<version>/helm) "
+                    "or put helm on PATH")
+    return found
 
 
 def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     env = {**os.environ, "HELM_CACHE_HOME": "/tmp/helm-cache", "HELM_CONFIG_HOME": "/tmp/helm-config",
            "HELM_DATA_HOME": "/tmp/helm-data"}
-    result = subprocess.run([HELM, *args], capture_output=True, text=True, timeout=120, env=env)
+    binary = find_helm()
+    assert binary is not None, "no helm binary"
+    result = subprocess.run([binary, *args], capture_output=True, text=True, timeout=120, env=env)
     if check:
         assert result.returncode == 0, f"helm {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
     return result

@@ -295,10 +295,6 @@ def test_driver_and_executors_bound_avro_allocations(built, monkeypatch):
 
 # --- metrics ------------------------------------------------------------------------------------
 
-SPARK_APPLICATION_CRD = (Path.home() / ".cache" / "streamlets" / "k8s" / "crds" / "spark-operator-v2.5.1"
-                         / "sparkoperator.k8s.io_sparkapplications.yaml")
-
-
 def test_driver_pods_expose_our_metrics_and_sparks(built):
     """Every SparkApplication turns on Spark's PrometheusServlet (driver UI port) and declares the
     driver's /metrics endpoint: the prometheus.io annotations and a named container port, from
@@ -336,14 +332,14 @@ def test_the_streamlets_own_settings_win_over_the_metrics_defaults(built):
     assert spec["sparkConf"]["spark.ui.enabled"] == "true"
 
 
-@pytest.mark.skipif(not SPARK_APPLICATION_CRD.is_file(), reason="no Spark Operator CRD: run dev/k8s-env")
-def test_spark_applications_match_the_spark_operator_crd(built):
+def test_spark_applications_match_the_spark_operator_crd(built, kube_env):
     """Every rendered SparkApplication against the Spark Operator v2.5.1 CRD's schema, objects
     closed (a field the CRD does not declare would be pruned by the API server)."""
     import jsonschema
     from test_build import to_json_schema
 
-    crd_doc = yaml.safe_load(SPARK_APPLICATION_CRD.read_text())
+    assert kube_env["spark_operator_version"] == "v2.5.1"
+    crd_doc = yaml.safe_load(Path(kube_env["spark_application_crd"]).read_text())
     (version,) = [v for v in crd_doc["spec"]["versions"] if v["name"] == render.SPARK_VERSION]
     validator = jsonschema.Draft7Validator(to_json_schema(version["schema"]["openAPIV3Schema"]))
     body = copy.deepcopy(built)
