@@ -13,7 +13,8 @@ The scopes are Cloudflow's, without its `cloudflow.` prefix:
     streamlets.<name>.kubernetes.labels|annotations.<k> = text
     streamlets.<name>.delivery = exactly-once|at-least-once  its Kafka outlets (default exactly-once)
     streamlets.<name>.trigger = "real-time 5 seconds"    micro-batch | processing-time <d> | real-time [<d>]
-    streamlets.<name>.progress-tracking = sync|async     micro-batch progress (async: at-least-once Kafka to
+    streamlets.<name>.progress-tracking = sync|async [<interval>]
+                                                         micro-batch progress (async: at-least-once Kafka to
                                                          Kafka only; streamlets.runtime.progress_tracking)
     runtimes.spark.config.<spark.* key> = value          every Spark streamlet
     runtimes.spark.kubernetes.<as above>                 every Spark streamlet
@@ -249,15 +250,18 @@ def check_progress_tracking(r: Resolved, entries: list[Entry]) -> list[Problem]:
     run, as far as declarations and config tell (streamlets.runtime.progress_tracking): exactly-once
     outlets (delivery not at-least-once), Real-Time Mode, quarantine, a streamlet without an inlet or
     an outlet (Kafka source and Spark's Kafka sink). One async-progress-unsupported error each."""
-    from streamlets.runtime.progress_tracking import ASYNC, streamlet_refusals
+    from streamlets.runtime.progress_tracking import ASYNC, parse, streamlet_refusals
     from streamlets.trigger import Trigger, TriggerError
 
     last: dict[tuple[str, ...], Entry] = {e.parts: e for e in entries}
     problems = []
     for name, cls in r.classes.items():
         given = last.get((STREAMLETS, name, PROGRESS_TRACKING))
-        if given is None or str(given.value) != ASYNC:
-            continue
+        try:
+            if given is None or parse(str(given.value))[0] != ASYNC:
+                continue
+        except ValueError:
+            continue  # reported as invalid-config-value
 
         def setting(key: str, default: object, name: str = name) -> str:
             e = last.get((STREAMLETS, name, key))

@@ -35,14 +35,14 @@ STREAMLET_SECTIONS = (CONFIG_PARAMETERS, VOLUME_MOUNTS, SPARK, KUBERNETES)
 ON_FAILURE = "on-failure"  # streamlets.runtime.quarantine: stop (default) or quarantine
 DELIVERY = "delivery"  # streamlets.runtime.exactly_once: exactly-once (default) or at-least-once
 TRIGGER = "trigger"  # streamlets.trigger: its text form
-PROGRESS_TRACKING = "progress-tracking"  # streamlets.runtime.progress_tracking: sync (default) or async
+PROGRESS_TRACKING = "progress-tracking"  # streamlets.runtime.progress_tracking: sync (default) or async [<interval>]
 ON_FAILURE_MODES = _quarantine.ON_FAILURE
 DELIVERY_MODES = _exactly_once.DELIVERY_MODES
 TRIGGER_FORMS = ("micro-batch", "processing-time <duration>", "real-time [<duration>]")
-PROGRESS_TRACKING_MODES = _progress_tracking.PROGRESS_TRACKING_MODES
+PROGRESS_TRACKING_FORMS = _progress_tracking.PROGRESS_TRACKING_FORMS
 # setting -> what it accepts (the values of a choice; the forms of a trigger)
 STREAMLET_SETTINGS: dict[str, tuple[str, ...]] = {ON_FAILURE: ON_FAILURE_MODES, DELIVERY: DELIVERY_MODES,
-                                                  TRIGGER: TRIGGER_FORMS, PROGRESS_TRACKING: PROGRESS_TRACKING_MODES}
+                                                  TRIGGER: TRIGGER_FORMS, PROGRESS_TRACKING: PROGRESS_TRACKING_FORMS}
 RUNTIME_SECTIONS = ("config", KUBERNETES)  # of runtimes.spark: Spark settings, pod settings
 TOPIC_SETTINGS = ("partitions", "replication-factor")  # and config.<key>
 POD_ROLES = ("driver", "executor")
@@ -100,8 +100,9 @@ def parse_scope(parts: tuple[str, ...] | list[str]) -> Scope:
 
 def setting_value(setting: str, value: Any) -> str:
     """The value of `streamlets.<name>.<setting>` (a STREAMLET_SETTINGS key) as run configs and the
-    application resource carry it: a trigger in its normal text form (streamlets.trigger), a
-    choice as given. Raises ValueError saying what is accepted."""
+    application resource carry it: a trigger or a progress-tracking mode in its normal text form
+    (streamlets.trigger, streamlets.runtime.progress_tracking), a choice as given. Raises
+    ValueError saying what is accepted."""
     if setting == TRIGGER:
         from streamlets.trigger import Trigger, TriggerError
 
@@ -109,6 +110,8 @@ def setting_value(setting: str, value: Any) -> str:
             return Trigger.parse(str(value)).text()
         except TriggerError as e:
             raise ValueError(str(e)) from None
+    if setting == PROGRESS_TRACKING:
+        return _progress_tracking.normal_text(str(value))
     modes = STREAMLET_SETTINGS[setting]
     if value not in modes:
         article = "an" if setting[0] in "aeiou" else "a"

@@ -9,7 +9,7 @@ that order already (files first, overrides last): for each key the last entry wi
     streamlets.<n>.on-failure                 -> streamlets[n].onFailure (stop | quarantine)
     streamlets.<n>.delivery                   -> streamlets[n].delivery (exactly-once | at-least-once)
     streamlets.<n>.trigger                    -> streamlets[n].trigger (streamlets.trigger text form)
-    streamlets.<n>.progress-tracking          -> streamlets[n].progressTracking (sync | async)
+    streamlets.<n>.progress-tracking          -> streamlets[n].progressTracking (sync | async [<N> milliseconds])
     runtimes.spark.config.<k>, then
     streamlets.<n>.spark.<k>                  -> streamlets[n].sparkConf[k]
     runtimes.spark.kubernetes.<...>, then

@@ -40,7 +40,7 @@ class StreamletSettings:
     on_failure: str | None = None  # streamlets.<name>.on-failure: stop | quarantine (streamlets.runtime.quarantine)
     delivery: str | None = None  # streamlets.<name>.delivery: exactly-once (default) or at-least-once
     trigger: str | None = None  # streamlets.<name>.trigger (streamlets.trigger text form)
-    progress_tracking: str | None = None  # streamlets.<name>.progress-tracking: sync (default) or async
+    progress_tracking: str | None = None  # streamlets.<name>.progress-tracking: sync (default) or async [<interval>]
 
 
 def _read(path: Path) -> dict[str, Any]:

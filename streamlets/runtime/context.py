@@ -73,7 +73,7 @@ class StreamletContext:
     def async_progress(self) -> bool:
         """Whether the streamlet's queries track progress asynchronously (run config
         `progress_tracking`, streamlets.<name>.progress-tracking); never in a dry run."""
-        return self.run.progress_tracking == progress_tracking.ASYNC and not self.run.dry_run
+        return progress_tracking.parse(self.run.progress_tracking)[0] == progress_tracking.ASYNC and not self.run.dry_run
 
     def check_progress_tracking(self) -> None:
         """Before create_logic: refuse asynchronous progress tracking where the streamlet's settings
@@ -220,7 +220,7 @@ class StreamletContext:
             elif self.run.trigger_interval:
                 writer = writer.trigger(processingTime=self.run.trigger_interval)
             if self.async_progress:
-                writer = progress_tracking.apply(writer)
+                writer = progress_tracking.apply(writer, progress_tracking.parse(self.run.progress_tracking)[1])
         if not self.async_progress:  # a checkpoint an asynchronous query left with gaps would fail to start
             from .storage import storage_for
 

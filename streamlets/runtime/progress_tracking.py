@@ -1,12 +1,13 @@
 """Asynchronous progress tracking: micro-batch queries that write their offset and commit logs in
-the background (`streamlets.<name>.progress-tracking = async`).
+the background (`streamlets.<name>.progress-tracking = async`, or `async <checkpoint interval>`:
+`async 5 seconds`).
 
 A micro-batch query writes `offsets/N` before batch N runs and `commits/N` after it, each a file
 on the checkpoint's storage, and runs nothing while it writes: two file writes (with their
 renames) per batch sit on every record's path from Kafka to Kafka. Spark's asynchronous progress
 tracking (the `asyncProgressTrackingEnabled` writeStream option) writes them on a background
-thread, and only every `asyncProgressTrackingCheckpointIntervalMs` (1 second by default): the next
-batch starts as soon as the last one's data is written.
+thread, and only every `asyncProgressTrackingCheckpointIntervalMs` (1 second by default; the
+duration after `async` sets it): the next batch starts as soon as the last one's data is written.
 
 What Spark runs it with, and so what `blueprint verify --config` and the runner refuse, one line
 naming the streamlet and the reason:
@@ -23,7 +24,8 @@ naming the streamlet and the reason:
   offset log, which now holds a batch only once per checkpoint interval.
 
 What it changes: a restart replays from the last batch written to the log, up to a checkpoint
-interval of batches instead of one (at-least-once: consumers may see those records again).
+interval of batches instead of one (at-least-once: consumers may see those records again). A
+longer interval writes the logs less often and replays more after a restart.
 Switching back to `sync` is safe here: before a synchronous query starts on a checkpoint the
 asynchronous one left with gaps in `offsets/`, `bridge_offset_gap` writes the missing entry Spark
 needs (a copy of the last entry before the gap: the batch is replayed from there, as the
@@ -45,6 +47,7 @@ log = logging.getLogger(__name__)
 SYNC = "sync"
 ASYNC = "async"
 PROGRESS_TRACKING_MODES = (SYNC, ASYNC)
+PROGRESS_TRACKING_FORMS = (SYNC, f"{ASYNC} [<checkpoint interval>]")  # the setting's text forms
 # Spark's default asyncProgressTrackingCheckpointIntervalMs: the offset and commit logs get an entry
 # at most this often; a restart replays at most about this much.
 CHECKPOINT_INTERVAL_MS = 1000
@@ -55,6 +58,34 @@ INTERVAL_OPTION = "asyncProgressTrackingCheckpointIntervalMs"
 class ProgressTrackingError(StreamletError):
     """Asynchronous progress tracking asked for where Spark cannot run it: one line naming the
     streamlet and the reasons."""
+
+
+def parse(text: str) -> tuple[str, int | None]:
+    """A progress-tracking setting's (mode, checkpoint interval in milliseconds or None for
+    Spark's default, CHECKPOINT_INTERVAL_MS): `sync`, `async`, `async 5 seconds` (a duration as
+    streamlets.trigger.duration_ms reads it). Raises ValueError naming the forms accepted."""
+    from ..trigger import TriggerError, duration_ms
+
+    mode, _, rest = str(text).strip().partition(" ")
+    rest = rest.strip()
+    if mode == SYNC and not rest:
+        return SYNC, None
+    if mode == ASYNC:
+        if not rest:
+            return ASYNC, None
+        try:
+            return ASYNC, duration_ms(rest)
+        except TriggerError as e:
+            raise ValueError(f"{text!r}: the checkpoint interval after async: {e}") from None
+    raise ValueError(f"{text!r} is not a progress-tracking mode: use {' or '.join(PROGRESS_TRACKING_FORMS)} "
+                     "(e.g. async 5 seconds)")
+
+
+def normal_text(text: str) -> str:
+    """The setting in the form run configs and the application resource carry: `sync`, `async`
+    or `async <N> milliseconds`. Raises ValueError as parse."""
+    mode, interval_ms = parse(text)
+    return mode if interval_ms is None else f"{mode} {interval_ms} milliseconds"
 
 
 def streamlet_refusals(*, kafka: bool, delivery: str, real_time: bool, available_now: bool, on_failure: str) -> list[str]:
@@ -96,8 +127,9 @@ def query_refusals(df: Any, sink: str | None) -> list[str]:
 
 
 def apply(writer: "DataStreamWriter", interval_ms: int | None = None) -> "DataStreamWriter":
-    """`writer` with asynchronous progress tracking on, its logs written every `interval_ms`
-    (default CHECKPOINT_INTERVAL_MS)."""
+    """`writer` with asynchronous progress tracking on (writeStream option
+    asyncProgressTrackingEnabled), its logs written every `interval_ms` milliseconds (option
+    asyncProgressTrackingCheckpointIntervalMs; default CHECKPOINT_INTERVAL_MS)."""
     return writer.option(ENABLED_OPTION, "true").option(INTERVAL_OPTION, str(interval_ms or CHECKPOINT_INTERVAL_MS))
 
 

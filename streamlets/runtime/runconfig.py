@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 # The driver's Prometheus endpoint (streamlets.runtime.metrics, served by streamlets.driver): the
 # port the driver binds unless $STREAMLETS_METRICS_PORT says otherwise, and what the operator
@@ -75,10 +75,11 @@ class StreamletRunConfig(BaseModel):
     delivery: Literal["exactly-once", "at-least-once"] = Field(
         default="exactly-once", description="Kafka outlets: exactly-once (one Kafka transaction per micro-batch, "
         "streamlets.runtime.exactly_once) or at-least-once (Spark's Kafka sink); config streamlets.<name>.delivery")
-    progress_tracking: Literal["sync", "async"] = Field(
+    progress_tracking: str = Field(
         default="sync", description="micro-batch progress: sync (Spark's default: the offset and commit logs written "
-        "before and after each batch) or async (asynchronous progress tracking, streamlets.runtime.progress_tracking: "
-        "at-least-once Kafka-to-Kafka streamlets only); config streamlets.<name>.progress-tracking")
+        "before and after each batch) or async [<checkpoint interval>] (asynchronous progress tracking, its logs "
+        "written once per interval, 1 s by default; streamlets.runtime.progress_tracking: at-least-once "
+        "Kafka-to-Kafka streamlets only); config streamlets.<name>.progress-tracking")
     savepoint_root: str | None = Field(default=None, description="where savepoints go (a folder or Hadoop URI); "
                                        "None: `savepoints` next to the application's checkpoint folder")
     state_dump_root: str | None = Field(default=None, description="where dump-state commands write; None: `dumps` "
@@ -100,6 +101,13 @@ class StreamletRunConfig(BaseModel):
                                    "the dead-letter topic and are skipped); None: the class's on_failure, else stop")
     dry_run: bool = Field(default=False, description="check against the checkpoint only: every sink is Spark's noop "
                           "sink, one micro-batch (trigger once), no dead letters (the restore check)")
+
+    @field_validator("progress_tracking")
+    @classmethod
+    def _progress_tracking_form(cls, value: str) -> str:
+        from .progress_tracking import normal_text
+
+        return normal_text(value)  # ValueError: pydantic's ValidationError names the field
 
     def checkpoint_location(self, query: str) -> str:
         return f"{self.checkpoint_root.rstrip('/')}/{query}"

@@ -29,12 +29,15 @@ def test_async_progress_tracking_delivers_every_record_and_a_sync_restart_contin
     bootstrap = kafka_broker.bootstrap_servers
     src, out = topics(kafka_broker, "in", "out", partitions=2)
     run = run_config(kafka_broker, tmp_path, "pt", Passthrough, {"in": src, "out": out}, delivery="at-least-once",
-                     progress_tracking="async")
+                     progress_tracking="async 1500ms")
+    assert run.progress_tracking == "async 1500 milliseconds"
     rt = StreamletRuntime(spark, APP, None, KafkaTransport(bootstrap))
     try:
         [query] = rt.start_class(Passthrough, run).queries
         assert engine(query) == "AsyncProgressTrackingMicroBatchExecution"
-        for burst in range(8):  # several micro-batches, over more than one checkpoint interval (1 s)
+        # the interval Spark's engine took from the asyncProgressTrackingCheckpointIntervalMs option
+        assert query._jsq.streamingQuery().asyncProgressTrackingCheckpointingIntervalMs() == 1500
+        for burst in range(8):  # several micro-batches, over more than one checkpoint interval (1.5 s)
             produce(bootstrap, src, [(i % 2, encode(R, {"k": f"k{i}", "v": i})) for i in range(burst * 50, burst * 50 + 50)])
             time.sleep(0.3)
         wait_for(lambda: count(bootstrap, out) >= 400, timeout=60, what="400 records")

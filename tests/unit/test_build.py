@@ -527,8 +527,15 @@ def test_progress_tracking_reaches_the_run_config(tmp_path):
     assert run_config(resource["spec"], streamlet(resource, "enrich"))["progress_tracking"] == "async"
     assert run_config(resource["spec"], streamlet(resource, "stats"))["progress_tracking"] == "sync"
     bad = copy.deepcopy(resource)
-    streamlet(bad, "enrich")["progressTracking"] = "eventually"
-    assert any("progressTracking" in e for e in schema_errors(bad))
+    for wrong in ("eventually", "async 5 seconds", "async 0 milliseconds"):  # the resource carries milliseconds
+        streamlet(bad, "enrich")["progressTracking"] = wrong
+        assert any("progressTracking" in e for e in schema_errors(bad)), wrong
+    conf = write(tmp_path, "interval.conf", "streamlets.enrich.delivery = at-least-once\n"
+                                            "streamlets.enrich.progress-tracking = async 5 seconds\n")
+    resource = built(conf=[conf])
+    assert schema_errors(resource) == []
+    assert streamlet(resource, "enrich")["progressTracking"] == "async 5000 milliseconds"
+    assert run_config(resource["spec"], streamlet(resource, "enrich"))["progress_tracking"] == "async 5000 milliseconds"
     code, out, err = build(conf=[write(tmp_path, "eo.conf", "streamlets.enrich.progress-tracking = async\n")])
     assert code == 1 and out == ""
     assert "error: streamlet 'enrich' cannot use asynchronous progress tracking: its Kafka outlets are " \

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from blueprint.cli import app
 from blueprint.scopes import PROGRESS_TRACKING, STREAMLET_SETTINGS, scope_of, setting_value
-from streamlets.runtime.progress_tracking import ASYNC, SYNC, bridge_offset_gap, streamlet_refusals
+from streamlets.runtime.progress_tracking import ASYNC, SYNC, bridge_offset_gap, parse, streamlet_refusals
 from streamlets.runtime.runconfig import StreamletRunConfig
 from streamlets.runtime.storage import LocalStorage
 
@@ -20,13 +20,32 @@ REALTIME = Path(__file__).resolve().parents[2] / "examples" / "flight-delays" / 
 runner = CliRunner()
 
 
-def test_a_streamlet_setting_with_two_modes():
-    assert STREAMLET_SETTINGS[PROGRESS_TRACKING] == (SYNC, ASYNC)
+def test_a_streamlet_setting_with_two_modes_and_a_checkpoint_interval():
+    assert STREAMLET_SETTINGS[PROGRESS_TRACKING] == (SYNC, "async [<checkpoint interval>]")
     assert scope_of("streamlets.alerts.progress-tracking").is_streamlet_setting()
     assert setting_value(PROGRESS_TRACKING, "async") == "async"
-    with pytest.raises(ValueError, match=r"'asap' is not a progress-tracking mode \(one of sync, async\)"):
+    assert setting_value(PROGRESS_TRACKING, "sync") == "sync"
+    assert setting_value(PROGRESS_TRACKING, " async  5 seconds ") == "async 5000 milliseconds"
+    assert parse("async 5000 milliseconds") == (ASYNC, 5000) and parse("async") == (ASYNC, None)
+    assert parse("sync") == (SYNC, None)
+    with pytest.raises(ValueError, match=r"'asap' is not a progress-tracking mode: use sync or async "
+                                         r"\[<checkpoint interval>\] \(e.g. async 5 seconds\)"):
         setting_value(PROGRESS_TRACKING, "asap")
-    assert StreamletRunConfig(app_id="a", streamlet="s", class_name="m.C", checkpoint_root="/c").progress_tracking == SYNC
+    for bad in ("async soon", "async 0 seconds", "sync 5 seconds"):
+        with pytest.raises(ValueError):
+            setting_value(PROGRESS_TRACKING, bad)
+    run = StreamletRunConfig(app_id="a", streamlet="s", class_name="m.C", checkpoint_root="/c")
+    assert run.progress_tracking == SYNC
+    assert StreamletRunConfig.model_validate({**run.model_dump(), "progress_tracking": "async 2s"}).progress_tracking \
+        == "async 2000 milliseconds"
+    with pytest.raises(ValueError, match="progress_tracking"):
+        StreamletRunConfig(app_id="a", streamlet="s", class_name="m.C", checkpoint_root="/c", progress_tracking="asap")
+
+
+def test_verify_names_the_line_of_a_bad_interval():
+    [problem] = [p for p in verify("streamlets.alerts.progress-tracking=async soon") if p["code"] == "invalid-config-value"]
+    assert "'async soon': the checkpoint interval after async: 'soon' is not a duration" in problem["message"]
+    assert "sync, async [<checkpoint interval>]" in problem["hint"]
 
 
 def verify(*settings: str) -> list[dict]:
@@ -44,6 +63,8 @@ def test_verify_accepts_an_at_least_once_micro_batch_streamlet():
     assert refusals("streamlets.alerts.trigger=micro-batch", "streamlets.alerts.delivery=at-least-once",
                     "streamlets.alerts.progress-tracking=async") == []
     assert refusals("streamlets.alerts.progress-tracking=sync") == []
+    assert refusals("streamlets.alerts.trigger=micro-batch", "streamlets.alerts.delivery=at-least-once",
+                    "streamlets.alerts.progress-tracking=async 10 seconds") == []
 
 
 @pytest.mark.parametrize("settings, reason", [
@@ -55,6 +76,7 @@ def test_verify_accepts_an_at_least_once_micro_batch_streamlet():
 ])
 def test_verify_refuses_where_it_cannot_apply(settings, reason):
     [message] = refusals(*settings, "streamlets.alerts.progress-tracking=async")
+    assert refusals(*settings, "streamlets.alerts.progress-tracking=async 3 seconds") == [message]
     assert message.startswith("streamlet 'alerts' cannot use asynchronous progress tracking: ") and "\n" not in message
     assert reason in message, message
 

@@ -135,11 +135,14 @@ def test_a_deploy_config_runs_in_the_sandbox(tmp_path):
 
 
 def test_progress_tracking_per_streamlet(tmp_path):
-    """streamlets.<name>.progress-tracking: sync (default) or async, in the file or an override."""
+    """streamlets.<name>.progress-tracking: sync (default) or async [<checkpoint interval>], in the
+    file or an override; the interval in milliseconds, as the run config carries it."""
     s = load_settings(write(tmp_path, "local.conf", "streamlets.stats.progress-tracking = async\n"), [], NAMES)
     assert s["stats"].progress_tracking == "async" and s["ingress"].progress_tracking is None
     assert load_settings(None, ["streamlets.ingress.progress-tracking=sync"], NAMES)["ingress"].progress_tracking == "sync"
-    with pytest.raises(LocalConfigError, match=r"'fast' is not a progress-tracking mode \(one of sync, async\)"):
+    s = load_settings(write(tmp_path, "slow.conf", 'streamlets.stats.progress-tracking = "async 1 minute"\n'), [], NAMES)
+    assert s["stats"].progress_tracking == "async 60000 milliseconds"
+    with pytest.raises(LocalConfigError, match=r"'fast' is not a progress-tracking mode: use sync or async"):
         load_settings(None, ["streamlets.stats.progress-tracking=fast"], NAMES)
 
 
