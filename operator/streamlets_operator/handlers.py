@@ -173,8 +173,11 @@ def _reconcile(app: dict[str, Any], patch: kopf.Patch, logger: logging.Logger) -
 def _savepoint_before_upgrade(app: dict[str, Any], rendered: dict[str, Any], patch: kopf.Patch,
                               logger: logging.Logger) -> None:
     """Upgrade mode `savepoint` (as in Flink's Kubernetes operator): before a running streamlet's
-    SparkApplication is replaced, it takes a savepoint through the control stream. A failed or
-    unanswered savepoint holds the upgrade back (retried; upgrade mode last-state skips it)."""
+    SparkApplication is replaced, it stops with a savepoint through the control stream (Flink's
+    stop-with-savepoint: its queries stop, then the savepoint is taken, so the new pods continue
+    from the checkpoints exactly where the savepoint is). A failed savepoint holds the upgrade back
+    (retried; upgrade mode last-state skips it); an unanswered one means the streamlet is not
+    running, and it upgrades with the last state of its checkpoints."""
     spec, meta = app["spec"], app["metadata"]
     if spec.get("upgradeMode") != "savepoint":
         return
@@ -188,7 +191,8 @@ def _savepoint_before_upgrade(app: dict[str, Any], rendered: dict[str, Any], pat
     reason = f"before upgrade to generation {meta.get('generation')}"
     try:
         entries = commands.send_all(spec, [{"id": f"upgrade-{meta.get('generation')}-{name}", "command": "savepoint",
-                                            "target": name, "args": {"reason": reason}} for name in changing],
+                                            "target": name, "args": {"reason": reason, "stop": "true"}}
+                                           for name in changing],
                                     timeout=commands.UPGRADE_TIMEOUT, source="upgrade")
     except Exception as e:  # Kafka trouble: the upgrade waits
         raise kopf.TemporaryError(f"savepoint before upgrade: {e}", delay=30) from None

@@ -116,15 +116,23 @@ class StreamletRuntime:
         self.restarts[streamlet] = self.restarts.get(streamlet, 0) + 1
         self.restarting.set()
         try:
-            _close_batch_writers(ctx)
-            for q in ctx.queries:
-                try:
-                    q.stop()
-                except Exception as e:  # a failed query may refuse to stop
-                    log.debug("stopping %s: %s", q.name, e)
+            self.stop_queries(streamlet)
             return self.start_class(type(ctx.streamlet), ctx.run)
         finally:
             self.restarting.clear()
+
+    def stop_queries(self, streamlet: str) -> int:
+        """Stop a streamlet's queries (StreamingQuery.stop: a running micro-batch is cancelled and
+        runs again at the next start, from the offset log), its exactly-once writers told first.
+        Returns how many queries it has."""
+        ctx = self.contexts[streamlet]
+        _close_batch_writers(ctx)
+        for q in ctx.queries:
+            try:
+                q.stop()
+            except Exception as e:  # a failed query may refuse to stop
+                log.debug("stopping %s: %s", q.name, e)
+        return len(ctx.queries)
 
     def unhandled_failures(self, skip: set[str] | frozenset[str] = frozenset()) -> list[tuple[str, str]]:
         """`failed()` after the runtime took the failures it could, restarting their streamlets:
@@ -228,10 +236,8 @@ def _ping(runtime: StreamletRuntime, streamlet: str, args: dict[str, str], comma
 
 @command("stop")
 def _stop(runtime: StreamletRuntime, streamlet: str, args: dict[str, str], command_id: str) -> Outcome:
-    ctx = runtime.contexts[streamlet]
-    for q in ctx.queries:
-        q.stop()
-    return Outcome(f"stopped {len(ctx.queries)} query(ies)", batch_ids=committed_batch_ids(ctx))
+    stopped = runtime.stop_queries(streamlet)
+    return Outcome(f"stopped {stopped} query(ies)", batch_ids=committed_batch_ids(runtime.contexts[streamlet]))
 
 
 @command("reload-config")

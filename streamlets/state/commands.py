@@ -24,15 +24,29 @@ initial_state_reader(read_export_stream)
 @command("savepoint")
 def savepoint(runtime: "StreamletRuntime", streamlet: str, args: dict[str, str], command_id: str) -> Outcome:
     """A savepoint of the streamlet (streamlets.state.savepoint), pruned to the run config's
-    savepoint_max_count / savepoint_max_age_seconds; `location` is its folder."""
+    savepoint_max_count / savepoint_max_age_seconds; `location` is its folder.
+
+    `args.stop = true` is Flink's stop-with-savepoint (what the operator sends before an upgrade
+    in upgrade mode `savepoint`): the streamlet's queries stop first, so that no batch runs after
+    the savepoint and whatever continues from the checkpoints continues from it. The process then
+    ends as after a `stop` command (a driver exits 0)."""
     ctx = runtime.contexts[streamlet]
     run = ctx.run
-    sp = take_savepoint(run.checkpoint_root, run.savepoints(), app_id=run.app_id, streamlet=streamlet,
-                        cls=type(ctx.streamlet), reason=args.get("reason", "control stream"), spark=ctx.spark)
-    if run.savepoint_max_count or run.savepoint_max_age_seconds:
-        prune_savepoints(run.savepoints(), run.app_id, streamlet, keep=run.savepoint_max_count,
-                         max_age_seconds=run.savepoint_max_age_seconds, spark=ctx.spark)
-    return Outcome(f"savepoint {sp['id']}", sp["path"],
+    stop = str(args.get("stop", "")).lower() in ("true", "yes", "1")
+    if stop:
+        runtime.restarting.set()  # the driver's loop leaves stopped queries alone until this answers
+    try:
+        if stop:
+            runtime.stop_queries(streamlet)
+        sp = take_savepoint(run.checkpoint_root, run.savepoints(), app_id=run.app_id, streamlet=streamlet,
+                            cls=type(ctx.streamlet), reason=args.get("reason", "control stream"), spark=ctx.spark)
+        if run.savepoint_max_count or run.savepoint_max_age_seconds:
+            prune_savepoints(run.savepoints(), run.app_id, streamlet, keep=run.savepoint_max_count,
+                             max_age_seconds=run.savepoint_max_age_seconds, spark=ctx.spark)
+    finally:
+        if stop:
+            runtime.restarting.clear()
+    return Outcome(f"savepoint {sp['id']}" + (" (queries stopped)" if stop else ""), sp["path"],
                    {q: e["batch_id"] for q, e in sp["queries"].items() if e["batch_id"] is not None})
 
 

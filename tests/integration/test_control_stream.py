@@ -112,12 +112,28 @@ def test_commands_on_a_running_streamlet(spark, kafka_broker, running, tmp_path)
         time.sleep(0.5)
     assert state_rows(spark, run.checkpoint_location("out")) == expected(5)
 
+    # stop-with-savepoint (upgrade mode savepoint): the queries stop first, so the savepoint is the
+    # checkpoint's last committed batch and nothing runs after it, even with input arriving
+    write_file(source, 5)
+    final = ask(bootstrap, app, Command("savepoint", target="counts", args={"reason": "upgrade", "stop": "true"}))
+    assert final["status"] == "ok" and final["message"].endswith("(queries stopped)"), final
+    assert not any(q.isActive for q in runtime.queries()) and not runtime.restarting.is_set()
+    from streamlets.runtime.checkpoint import committed_batches
+    from streamlets.runtime.storage import LocalStorage
+
+    last = committed_batches(LocalStorage(), run.checkpoint_location("out"))[-1]
+    assert final["batch_ids"]["out"] == last == read_savepoint(final["location"])["queries"]["out"]["batch_id"]
+    write_file(source, 6)
+    time.sleep(2)  # four trigger intervals: a query still running would have committed a batch
+    assert committed_batches(LocalStorage(), run.checkpoint_location("out"))[-1] == last
+
     # a command for another streamlet is not answered here; stop is
     other = Command("ping", target="somebody-else")
     send_command(bootstrap, app, other)
     assert await_results(bootstrap, app, other.id, None, 3) == []
     stopped = ask(bootstrap, app, Command("stop"))
-    assert stopped["status"] == "ok" and not any(q.isActive for q in runtime.queries())
+    assert stopped["status"] == "ok" and stopped["message"] == "stopped 1 query(ies)"
+    assert not any(q.isActive for q in runtime.queries())
 
 
 def test_command_schema_is_the_documented_one():

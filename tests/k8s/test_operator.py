@@ -799,6 +799,16 @@ def test_savepoint_state_restore_and_upgrade_through_the_operator(api, cluster, 
                        timeout=240, op=operator)
         wait_for("flights redeployed", lambda: spark_apps(custom, ns)["flights"]["spec"]["sparkConf"].get(
             "spark.sql.shuffle.partitions") == "3", op=operator)
+        # stop-with-savepoint: the driver's queries stopped before the savepoint, so it ended (exit 0)
+        # and its checkpoints end where the savepoint is
+        assert driver.proc.wait(timeout=120) == 0, driver.tail()
+        (upgrade,) = [s for s in app["status"]["savepoints"] if s.get("reason") == "upgrade"]
+        from streamlets.runtime.checkpoint import committed_batches
+        from streamlets.runtime.storage import LocalStorage
+
+        assert upgrade["batchIds"] == {q: committed_batches(LocalStorage(), str(q_dir))[-1]
+                                       for q_dir in checkpoint.iterdir() if (q_dir / "commits").is_dir()
+                                       for q in [q_dir.name]}
     finally:
         driver.stop()
 
