@@ -202,18 +202,18 @@ def test_savepoint_and_an_upgrade_with_upgrade_mode_savepoint(deployed, e2e_imag
     status = json.loads(d.kubectl("get", "streamletapplication", APP, "-n", APPS, "-o", "json"))["status"]
     upgrade_savepoints = [s for s in status.get("savepoints", []) if s.get("reason") == "upgrade"]
     assert upgrade_savepoints, status.get("savepoints")
-    # Stop-with-savepoint: each streamlet's queries stopped before its savepoint, so no batch ran in
-    # the old pods after it. The batch after the savepoint's, where there is one yet, was planned
-    # (offsets/<n+1> written) by the new driver, after it started: the new pods continue from it.
     drivers = d.running("driver")
-    for sp in upgrade_savepoints:
-        started = datetime.fromisoformat(drivers[sp["streamlet"]]["status"]["startTime"].replace("Z", "+00:00"))
-        for query, batch in sp["batchIds"].items():
-            planned = d.exec(f"stat -c %Y /data/{APP}/{sp['streamlet']}/{query}/offsets/{batch + 1} 2>/dev/null || true")
-            if planned.strip():
-                assert int(planned) >= int(started.timestamp()), (sp, query, planned, started)
     d.feed(3)
     d.wait_results("after the upgrade")
+    # Stop-with-savepoint: each streamlet's queries stopped before its savepoint, so no batch ran in
+    # the old pods after it: the batch after the savepoint's was planned (offsets/<n+1> written) by
+    # the new driver, after it started. The new pods continued from the savepoint.
+    for sp in upgrade_savepoints:
+        started = datetime.fromisoformat(drivers[sp["streamlet"]]["status"]["startTime"].replace("Z", "+00:00"))
+        assert sp["batchIds"], sp
+        for query, batch in sp["batchIds"].items():
+            planned = d.exec(f"stat -c %Y /data/{APP}/{sp['streamlet']}/{query}/offsets/{batch + 1}")
+            assert int(planned) >= int(started.timestamp()), (sp, query, planned, started)
 
 
 def test_undeploy_leaves_no_pod(deployed):

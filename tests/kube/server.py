@@ -59,7 +59,7 @@ def load_env(path: str | os.PathLike | None = None) -> dict:
     except FileNotFoundError:
         raise KubeEnvMissing(f"{path} not found: run dev/k8s-env first (builds kube-apiserver, etcd, "
                              "kubectl and helm from the Go module proxy; cached, the first build takes "
-                             "20-25 minutes on 2 cores)") from None
+                             "about 9 minutes on 2 cores)") from None
     missing = [f"{key}={env.get(key)}" for key in _BINARIES if not env.get(key) or not os.path.exists(env[key])]
     if missing:
         raise KubeEnvMissing(f"{path} names missing files ({', '.join(missing)}): run dev/k8s-env again")
