@@ -6,8 +6,10 @@ runs one with `python -m streamlets.runner --config run.json` (the same code pat
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from .checkpoint import committed_batches, query_folders
@@ -49,7 +51,7 @@ class StreamletRuntime:
         self.dead_letters = DeadLetterWriter(spark, transport, dead_letter_topic, app_id)
         self.monitor = ProgressMonitor(self.dead_letters)
         self.contexts: dict[str, StreamletContext] = {}
-        # Set while reload-config restarts a streamlet: its stopped queries are not an ending.
+        # Set while queries are stopped on purpose (stops_expected): not an ending for the driver.
         self.restarting = threading.Event()
         # Failures unhandled_failures took (a restart of the streamlet), and the replayed batches
         # restarted for streamlets.runtime.recovery: (query name, batch id).
@@ -114,10 +116,17 @@ class StreamletRuntime:
         checkpoints: a failed batch is replayed from the offset log)."""
         ctx = self.contexts[streamlet]
         self.restarts[streamlet] = self.restarts.get(streamlet, 0) + 1
-        self.restarting.set()
-        try:
+        with self.stops_expected():
             self.stop_queries(streamlet)
             return self.start_class(type(ctx.streamlet), ctx.run)
+
+    @contextlib.contextmanager
+    def stops_expected(self) -> Iterator[None]:
+        """While inside, queries stopped on purpose (a restart, reload-config, stop-with-savepoint)
+        are not an ending: the driver's loop (streamlets.driver) leaves them alone."""
+        self.restarting.set()
+        try:
+            yield
         finally:
             self.restarting.clear()
 
@@ -248,11 +257,8 @@ def _reload(runtime: StreamletRuntime, streamlet: str, values: dict[str, str], c
     cls = type(ctx.streamlet)
     merged = {**ctx.run.config_parameters, **values}
     StreamletConfig(streamlet, cls.config_parameters(), merged)  # raises before anything stops
-    runtime.restarting.set()
-    try:
+    with runtime.stops_expected():
         for q in ctx.queries:
             q.stop()
         new = runtime.start_class(cls, ctx.run.model_copy(update={"config_parameters": merged}))
-    finally:
-        runtime.restarting.clear()
     return Outcome(f"restarted {len(new.queries)} query(ies) with {', '.join(sorted(values)) or 'the same config'}")

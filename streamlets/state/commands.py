@@ -5,6 +5,7 @@ so importing any state module registers them.
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from ..errors import StreamletError
@@ -33,9 +34,8 @@ def savepoint(runtime: "StreamletRuntime", streamlet: str, args: dict[str, str],
     ctx = runtime.contexts[streamlet]
     run = ctx.run
     stop = str(args.get("stop", "")).lower() in ("true", "yes", "1")
-    if stop:
-        runtime.restarting.set()  # the driver's loop leaves stopped queries alone until this answers
-    try:
+    # the driver's loop leaves the stopped queries alone until the savepoint is taken and answered
+    with runtime.stops_expected() if stop else contextlib.nullcontext():
         if stop:
             runtime.stop_queries(streamlet)
         sp = take_savepoint(run.checkpoint_root, run.savepoints(), app_id=run.app_id, streamlet=streamlet,
@@ -43,9 +43,6 @@ def savepoint(runtime: "StreamletRuntime", streamlet: str, args: dict[str, str],
         if run.savepoint_max_count or run.savepoint_max_age_seconds:
             prune_savepoints(run.savepoints(), run.app_id, streamlet, keep=run.savepoint_max_count,
                              max_age_seconds=run.savepoint_max_age_seconds, spark=ctx.spark)
-    finally:
-        if stop:
-            runtime.restarting.clear()
     return Outcome(f"savepoint {sp['id']}" + (" (queries stopped)" if stop else ""), sp["path"],
                    {q: e["batch_id"] for q, e in sp["queries"].items() if e["batch_id"] is not None})
 
