@@ -7,7 +7,7 @@ Text form, as in config files and the application resource:
     micro-batch                     Spark's default: the next micro-batch as soon as the last ends
     processing-time <duration>      a micro-batch every <duration> (Trigger.ProcessingTime)
     real-time [<duration>]          Spark 4.1's Real-Time Mode; <duration> is its checkpoint
-                                    interval (default 5 seconds), not a latency target
+                                    interval (default 5 minutes, Spark's), not a latency target
 
 Durations: a whole number and a unit, e.g. `500 milliseconds`, `5 seconds`, `1 minute` (also
 `500ms`, `5s`, `1m`).
@@ -33,7 +33,12 @@ if TYPE_CHECKING:
 
 Kind = Literal["micro-batch", "processing-time", "real-time"]
 KINDS: tuple[str, ...] = ("micro-batch", "processing-time", "real-time")
-DEFAULT_CHECKPOINT_INTERVAL = "5 seconds"
+# Spark's own default (Trigger.RealTime()). Every interval the long-running tasks end and new ones
+# start; records arriving in that gap (a few hundred ms on 2 cores) wait, so a short interval puts
+# the gap into the p99 (bench/README.md: 5 s gave a one-hop p99 of 382 ms, 5 minutes 10 ms). A
+# longer one delays what happens per interval: progress and metrics, dead letters; and a failure
+# or a stop replays the uncommitted batch (up to one interval of input, written again).
+DEFAULT_CHECKPOINT_INTERVAL = "5 minutes"
 
 _UNITS_MS = {"ms": 1, "millisecond": 1, "milliseconds": 1, "s": 1000, "second": 1000, "seconds": 1000,
              "sec": 1000, "m": 60_000, "min": 60_000, "minute": 60_000, "minutes": 60_000}

@@ -37,3 +37,12 @@ def test_the_chain_is_wired_hop_to_hop(bench):
 def test_real_time_chain_gets_a_task_slot_per_partition_and_hop(bench):
     assert bench.default_master([1, 3], 2) == "local[7]"
     assert bench.default_master([1], 2) == "local[3]"
+
+
+def test_worst_seconds_show_where_the_tail_lies(bench):
+    sent = [i * 0.001 for i in range(3000)]  # 3 s at 1,000 records/s
+    # 100 records of the second second wait half a second (a transition); the rest take 2 ms.
+    received = {i: t + (0.5 if 1000 <= i < 1100 else 0.002) for i, t in enumerate(sent)}
+    worst = bench.worst_seconds(sent, received, top=2)
+    assert worst[0] == {"second": 1, "max_ms": 500.0, "over_50ms": 100, "records": 1000}
+    assert worst[1]["max_ms"] == 2.0 and worst[1]["over_50ms"] == 0

@@ -12,7 +12,7 @@ R = {"type": "record", "name": "R", "namespace": "t", "fields": [{"name": "a", "
 @pytest.mark.parametrize("text, kind, interval", [
     ("micro-batch", "micro-batch", None),
     ("processing-time 1 second", "processing-time", "1 second"),
-    ("real-time", "real-time", "5 seconds"),
+    ("real-time", "real-time", "5 minutes"),  # Spark's default checkpoint interval
     ("real-time 10 seconds", "real-time", "10 seconds"),
     ("  real-time 500ms ", "real-time", "500ms"),
 ])
