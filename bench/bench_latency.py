@@ -109,8 +109,9 @@ def _producer(bootstrap: str, topic: str, rate: int, seconds: float, start_index
     n = int(rate * seconds)
     payloads = [encode(start_index + i) for i in range(n)]  # encoded before the clock starts
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1})
-    # The topic's metadata and the leader's connection before the clock starts: otherwise the
-    # first records wait for them, in the producer, and the first second's latency measures that.
+    # The topic's metadata before the clock starts (the benchmark's single broker is also the
+    # partitions' leader): otherwise the first records wait for it in the producer, and the first
+    # second's latency measures that.
     producer.list_topics(topic, timeout=30)
     sent = [0.0] * n
     t0 = time.time()

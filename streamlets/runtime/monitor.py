@@ -22,15 +22,19 @@ from .deadletter import DeadLetterWriter, InletRead, ScanRequest, observation_na
 
 def progress_from_json(text: str) -> StreamingQueryProgress:
     """A progress report from its JSON (Spark's `StreamingQueryProgress.json()`), shaped like
-    PySpark's own conversion: sources' offsets as JSON text, rates absent from the JSON (Spark
-    omits NaN) as None. Raises KeyError or ValueError on JSON of another shape."""
+    PySpark's own conversion (`fromJObject`): sources' offsets as JSON text, and the rates Spark
+    leaves out of the JSON when they are NaN or infinite as NaN, at the query's and at each
+    source's level. Raises KeyError, TypeError or ValueError on JSON of another shape."""
     j = json.loads(text)
+    nan = float("nan")
     for src in j.get("sources") or []:
         for key in ("startOffset", "endOffset", "latestOffset"):
             if isinstance(src.get(key), (dict, list)):
                 src[key] = json.dumps(src[key])
-        src.setdefault("inputRowsPerSecond", None)
-        src.setdefault("processedRowsPerSecond", None)
+        src.setdefault("inputRowsPerSecond", nan)
+        src.setdefault("processedRowsPerSecond", nan)
+    j.setdefault("inputRowsPerSecond", nan)
+    j.setdefault("processedRowsPerSecond", nan)
     return StreamingQueryProgress.fromJson(j)
 
 
@@ -38,15 +42,29 @@ class _JsonProgressBridge(JStreamingQueryListener):
     """PySpark's py4j bridge for a Python listener, except that a progress event crosses py4j
     once, as its JSON, instead of one py4j call per field, source, sink, map entry and observed
     metric (PySpark's `StreamingQueryProgress.fromJObject`). That conversion ran on the driver's
-    cores every micro-batch, between one batch and the next: on 2 cores it made a streamlet's
-    micro-batch p50 about 1.5 times the hand-written job's (bench/README.md). Other events,
-    and JSON of another shape, take PySpark's path."""
+    cores every micro-batch, between one batch and the next: on 2 cores it made an
+    at-least-once streamlet's micro-batch p50 1.5 to 2.8 times the hand-written job's, against
+    1.08 and 1.05 with this bridge (bench/README.md). Other events take PySpark's path, and so
+    does a report whose JSON cannot be had or read (Spark cannot render some observed values as
+    JSON, e.g. TIMESTAMP_NTZ or intervals): counted in `fallbacks`, logged once per query."""
+
+    def __init__(self, pylistener: StreamingQueryListener) -> None:
+        super().__init__(pylistener)
+        self.fallbacks = 0
+        self._logged: set[str] = set()
 
     def onQueryProgress(self, jevent) -> None:
         try:
             event = QueryProgressEvent(progress_from_json(jevent.progress().json()))
-        except (KeyError, TypeError, ValueError):
+        except Exception as e:  # noqa: BLE001 (Py4JError from the JVM's json(), or JSON of another shape)
+            self.fallbacks += 1
             event = QueryProgressEvent.fromJObject(jevent)
+            name = event.progress.name or str(event.progress.id)
+            if name not in self._logged:
+                self._logged.add(name)
+                logging.getLogger(__name__).warning(
+                    "progress of query %s: its JSON could not be used (%s: %s); PySpark's slower conversion "
+                    "is used for it", name, type(e).__name__, e)
         self.pylistener.onQueryProgress(event)
 
 
@@ -92,7 +110,8 @@ class ProgressMonitor(StreamingQueryListener):
         from pyspark import SparkContext
 
         if getattr(self, "_jlistenerobj", None) is None:
-            self._jlistenerobj = SparkContext._jvm.PythonStreamingQueryListenerWrapper(_JsonProgressBridge(self))
+            self.bridge = _JsonProgressBridge(self)
+            self._jlistenerobj = SparkContext._jvm.PythonStreamingQueryListenerWrapper(self.bridge)
         return self._jlistenerobj
 
     def __init__(self, dead_letters: DeadLetterWriter | None = None) -> None:
@@ -219,5 +238,6 @@ def _compact(p, observed) -> str:
             "duration_ms": (p.durationMs or {}).get("triggerExecution"),
             "watermark": (p.eventTime or {}).get("watermark"),
             "observed": {k: v.asDict() for k, v in observed.items()},
-        }
+        },
+        default=str,  # observed Decimal or datetime values
     )

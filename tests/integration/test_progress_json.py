@@ -34,6 +34,7 @@ def test_progress_from_json_matches_pysparks_conversion_and_counts_dead_letters(
         assert (stats.input_rows, stats.malformed) == (41, 1)  # from the JSON reports' numInputRows and observed metric
         assert stats.end_offsets == {src: {0: 21, 1: 20}}
         assert rt.failed() == []
+        assert rt.monitor.bridge.fallbacks == 0  # every report came as JSON, none through PySpark's conversion
 
         jprogress = query._jsq.lastProgress()
         ours, pysparks = progress_from_json(jprogress.json()), StreamingQueryProgress.fromJObject(jprogress)
