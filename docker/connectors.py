@@ -3,7 +3,7 @@ build time, so that a driver or an executor pod downloads nothing when it starts
 
 Spark resolves them itself (`spark.jars.packages`, its Ivy resolution, with the Ivy cache in a
 temporary folder); the jars PySpark already ships (lz4, snappy, the Hadoop client...) are left out,
-the others are copied under their usual names (spark-avro_2.13-4.1.1.jar). The coordinates are
+the others are copied under their usual names (spark-avro_2.13-4.2.0.jar). The coordinates are
 those of streamlets.runtime.spark_session.connector_packages() for the installed PySpark, which
 then finds them in $SPARK_HOME/jars and asks for no packages (tests/integration/test_images.py
 checks both). Run with the venv's python after PySpark is installed:

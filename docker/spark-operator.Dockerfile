@@ -2,7 +2,7 @@
 # published image (ghcr.io/kubeflow/spark-operator/controller): the same layout as upstream's
 # Dockerfile (a Spark image with the operator binary; the controller runs spark-submit from
 # $SPARK_HOME/bin to start drivers), on our streamlet image, so the spark-submit that starts a
-# driver is the same Spark 4.1.1 the driver runs. The binary is built from the operator's Go
+# driver is the same Spark 4.2.0 the driver runs. The binary is built from the operator's Go
 # module by dev/k8s-env and passed in the build context:
 #
 #   podman build -f docker/spark-operator.Dockerfile --build-arg SPARK_IMAGE=<streamlet image> \

@@ -1,4 +1,4 @@
-# Base image of Streamlets on Spark applications: Spark 4.1.1 (PySpark's own distribution: its
+# Base image of Streamlets on Spark applications: Spark 4.2.0 (PySpark's own distribution: its
 # bin/spark-submit and jars are SPARK_HOME), Java 17, Python 3.11 in /opt/venv, the Kafka and Avro
 # connectors in $SPARK_HOME/jars (resolved when the image is built: a pod downloads nothing), the
 # streamlets package and the driver's main file /opt/streamlets/runner.py. The Spark Operator
@@ -29,7 +29,7 @@ RUN python3 /tmp/requirements.py /tmp/pyproject.toml > /tmp/requirements.txt
 FROM ${BASE_IMAGE}
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="streamlets-spark" \
-      org.opencontainers.image.description="Streamlets on Spark: Spark 4.1.1, Java 17, Python 3.11, the streamlets package" \
+      org.opencontainers.image.description="Streamlets on Spark: Spark 4.2.0, Java 17, Python 3.11, the streamlets package" \
       org.opencontainers.image.version="${VERSION}"
 
 # Java 17 (its postinst needs the manuals' folder, which slim images leave out), tini, ps for

@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     failures: list[tuple[str, str]] = []
     while not stopping.is_set():
         if not runtime.restarting.is_set() and not all(q.isActive for q in runtime.queries()):
-            # failures the runtime takes restart the streamlet (streamlets.runtime.recovery, .quarantine)
+            # failures the runtime takes restart the streamlet (streamlets.runtime.quarantine)
             handled = runtime.handled_failures
             failures = runtime.unhandled_failures()
             if failures or runtime.handled_failures == handled:

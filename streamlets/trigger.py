@@ -15,9 +15,8 @@ Durations: a whole number and a unit, e.g. `500 milliseconds`, `5 seconds`, `1 m
 Real-Time Mode (Spark 4.1) runs long-lived tasks that process records as they arrive. It runs
 stateless queries only (projections, filters, unions, stream-static joins) from the Kafka source
 to the Kafka or foreach sink, in update output mode, with at least one free core per source
-partition; Python UDFs and foreachBatch are refused. PySpark 4.1.1 has no `trigger(realTime=)`
-keyword (it came in 4.2): `apply` reaches the JVM's `org.apache.spark.sql.streaming.Trigger.RealTime`
-through py4j.
+partition; Python UDFs and foreachBatch are refused. `apply` sets it with PySpark's own
+`DataStreamWriter.trigger(realTime=...)` (PySpark 4.2, SPARK-54660).
 """
 
 from __future__ import annotations
@@ -113,17 +112,13 @@ class Trigger:
         return self.text()
 
     def apply(self, writer: "DataStreamWriter") -> "DataStreamWriter":
-        """`writer` with this trigger set. Real-time: the JVM's Trigger.RealTime(ms) set on the
-        writer's JVM object through py4j (PySpark 4.1.1 has no realTime keyword); the query must
-        then use output mode update."""
+        """`writer` with this trigger set (PySpark's `DataStreamWriter.trigger`: `processingTime`,
+        or `realTime` with the checkpoint interval); real-time queries must then use output mode
+        update. Micro-batch leaves the writer as it is (Spark's default trigger)."""
         if self.kind == "processing-time":
             return writer.trigger(processingTime=f"{duration_ms(self.interval or '')} milliseconds")
         if self.kind == "real-time":
-            jvm = writer._spark._sc._jvm  # noqa: SLF001 (PySpark's own handles: no public API in 4.1.1)
-            assert jvm is not None, "a classic (py4j) SparkSession is needed for Real-Time Mode"
-            jtrigger = jvm.org.apache.spark.sql.streaming.Trigger.RealTime(duration_ms(self.interval or DEFAULT_CHECKPOINT_INTERVAL))
-            writer._jwrite = writer._jwrite.trigger(jtrigger)  # noqa: SLF001
-            return writer
+            return writer.trigger(realTime=f"{duration_ms(self.interval or DEFAULT_CHECKPOINT_INTERVAL)} milliseconds")  # type: ignore[call-overload]  # PySpark 4.2's @overloads of trigger() omit realTime
         return writer
 
 

@@ -30,7 +30,7 @@ LABEL_STREAMLET = "streamlets.io/streamlet"
 ANNOTATION_HASH = "streamlets.io/spec-hash"
 MANAGER = "streamlets-operator"
 
-SPARK_RUNTIME_VERSION = "4.1.1"
+SPARK_RUNTIME_VERSION = "4.2.0"
 MAIN_FILE = "local:///opt/streamlets/runner.py"
 CONFIG_DIR = "/etc/streamlets"
 CONFIG_KEY = "run.json"

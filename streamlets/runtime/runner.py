@@ -53,11 +53,9 @@ class StreamletRuntime:
         self.contexts: dict[str, StreamletContext] = {}
         # Set while queries are stopped on purpose (stops_expected): not an ending for the driver.
         self.restarting = threading.Event()
-        # Failures unhandled_failures took (a restart of the streamlet), and the replayed batches
-        # restarted for streamlets.runtime.recovery: (query name, batch id).
+        # Failures unhandled_failures took (a restart of the streamlet).
         self.handled_failures = 0
-        self.restarts: dict[str, int] = {}  # streamlet -> restarts (restart(): supervisor, recovery, quarantine)
-        self._recovered: set[tuple[str, int]] = set()
+        self.restarts: dict[str, int] = {}  # streamlet -> restarts (restart(): supervisor, quarantine)
         from .quarantine import Quarantine
 
         self.quarantine = Quarantine(self)
@@ -144,45 +142,21 @@ class StreamletRuntime:
         return len(ctx.queries)
 
     def unhandled_failures(self, skip: set[str] | frozenset[str] = frozenset()) -> list[tuple[str, str]]:
-        """`failed()` after the runtime took the failures it could, restarting their streamlets:
-        Spark's progress-report failure after a replayed, committed batch (streamlets.runtime.recovery)
-        and, for a streamlet with on-failure quarantine, poison records (streamlets.runtime.quarantine).
-        Each one taken adds 1 to `handled_failures`."""
+        """`failed()` after the runtime took the failures it could, restarting their streamlets: for
+        a streamlet with on-failure quarantine, poison records (streamlets.runtime.quarantine). Each
+        one taken adds 1 to `handled_failures`."""
         out = []
         handled: set[str] = set()
         for name, error in self.failed():
             streamlet = name.split(".", 1)[0]
             if streamlet in handled or streamlet in skip:
                 continue
-            if self._recover(name, error) or self.quarantine.handle(name, error):
+            if self.quarantine.handle(name, error):
                 handled.add(streamlet)
                 self.handled_failures += 1
             else:
                 out.append((name, error))
         return out
-
-    def _recover(self, query_name: str, error: str) -> bool:
-        """Restart the streamlet of a query that failed only in Spark 4.1.1's Kafka progress
-        metrics after its replayed batch committed (streamlets.runtime.recovery); once per batch."""
-        from .recovery import is_replay_metrics_failure, replayed_batch_committed
-        from .storage import storage_for
-
-        if not is_replay_metrics_failure(error):
-            return False
-        streamlet, _, query = query_name.partition(".")
-        ctx = self.contexts.get(streamlet)
-        if ctx is None:
-            return False
-        checkpoint = ctx.checkpoint_location(query)
-        batch = replayed_batch_committed(storage_for(checkpoint, ctx.spark), checkpoint)
-        if batch is None or (query_name, batch) in self._recovered:
-            return False
-        self._recovered.add((query_name, batch))
-        logging.getLogger(f"streamlets.{streamlet}").warning(
-            "query %s: Spark's Kafka source failed reporting progress of replayed batch %d, which is committed "
-            "(SPARK-55271 in Spark 4.1.1); restarting the query", query_name, batch)
-        self.restart(streamlet)
-        return True
 
     def stop(self, timeout: float = 60.0) -> None:
         """Stop every query, wait for their last progress reports, finish pending dead-letter

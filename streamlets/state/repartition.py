@@ -101,7 +101,9 @@ public class StreamletsStateWriter {
       int p = r.getInt(2);
       if (p != current) {
         if (store != null) store.commit();
-        store = providers[p].getStore(0L, scala.Option.empty());
+        // Spark 4.2's getStore(version, uniqueId, two flags): the flags as Scala's defaults give them
+        store = providers[p].getStore(0L, scala.Option.empty(), providers[p].getStore$default$3(),
+                                      providers[p].getStore$default$4());
         current = p;
       }
       store.put((UnsafeRow) r.getStruct(0, keyFields), (UnsafeRow) r.getStruct(1, valueFields), storeName);
@@ -232,7 +234,9 @@ def _write_operator(spark: "SparkSession", path: Path, target_state: Path, scrat
         for p in range(partitions):
             written = scratch_state / str(op_id) / str(p) / "1.delta"
             if not written.exists():  # a partition no key hashes to: an empty store
-                providers[p].getStore(0, none).commit()
+                provider = providers[p]
+                flags = (getattr(provider, "getStore$default$3")(), getattr(provider, "getStore$default$4")())
+                provider.getStore(0, none, *flags).commit()
     finally:
         for p in range(partitions):
             providers[p].close()

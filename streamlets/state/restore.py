@@ -108,17 +108,9 @@ def check_restore(spark: "SparkSession", savepoint: dict[str, Any], cls: type, r
     dst = storage_for(scratch, spark)
     runtime = None
     try:
-        def last_commit(q: str, f: str) -> bool:  # uncommitted again: the dry run re-plans this batch
+        def last_commit(q: str, f: str) -> bool:  # uncommitted again: the dry run replays this batch
             batch = savepoint["queries"][q].get("batch_id")
-            if batch is None:
-                return False
-            dropped = [f"commits/{batch}", f"commits/.{batch}.crc"]
-            if batch > 0:
-                # Spark 4.1.1's Kafka source fails (NullPointerException in Option.get) re-running a
-                # logged but uncommitted batch; without offsets/N the dry run plans batch N afresh
-                # from offsets/N-1 against state version N-1, which runs the same state checks.
-                dropped += [f"offsets/{batch}", f"offsets/.{batch}.crc"]
-            return f in dropped
+            return batch is not None and f in (f"commits/{batch}", f"commits/.{batch}.crc")
         _copy_queries(savepoint, src, dst, scratch, skip=last_commit)
         trial = run.model_copy(update={"checkpoint_root": scratch, "dry_run": True, "dead_letter_topic": None})
         runtime = StreamletRuntime(spark, run.app_id, None, transport_for(trial))

@@ -1,7 +1,7 @@
 """The container images dev/images builds with podman (docker/streamlet.Dockerfile,
 docker/operator.Dockerfile, examples/flight-delays/Dockerfile, FROM a debootstrapped Debian):
 
-- the streamlet image has Python 3.11, Java 17 and the project's Spark (PySpark 4.1.1, whose own
+- the streamlet image has Python 3.11, Java 17 and the project's Spark (PySpark 4.2.0, whose own
   spark-submit and jars are SPARK_HOME), with the Kafka and Avro connectors among Spark's jars:
   a job run by the entrypoint's `driver` command reads and writes Avro (from_avro/to_avro and the
   avro data source) and finds the Kafka source with no network at all, and the streamlets
@@ -87,12 +87,12 @@ def test_streamlet_image_has_python_311_java_17_and_the_projects_spark(images):
     assert "Python 3.11." in out
     assert 'openjdk version "17.' in out
     assert f"version {pyspark.__version__}" in out  # spark-submit's banner: the JVM's Spark
-    assert f"pyspark {pyspark.__version__}" in out and pyspark.__version__ == "4.1.1"  # the project's PySpark
+    assert f"pyspark {pyspark.__version__}" in out and pyspark.__version__ == "4.2.0"  # the project's PySpark
     jars = set(out.split())
     for coordinate in connector_packages(pyspark.__version__):  # what a local session resolves
         _, artifact, version = coordinate.split(":")
         assert f"{artifact}-{version}.jar" in jars
-    assert {"spark-token-provider-kafka-0-10_2.13-4.1.1.jar", "commons-pool2-2.12.1.jar"} <= jars
+    assert {"spark-token-provider-kafka-0-10_2.13-4.2.0.jar", "commons-pool2-2.13.1.jar"} <= jars
     assert any(j.startswith("kafka-clients-") for j in jars)
     assert ".ivy2" not in out  # resolved at build time, Ivy's cache left behind
     assert "usage: streamlets.runner" in out
@@ -135,7 +135,7 @@ def test_driver_command_runs_avro_and_kafka_with_no_network(images, tmp_path):
                "driver", "--master", "local[1]", "--conf", "spark.ui.enabled=false", "/job/avro_job.py")
     assert r.returncode == 0, r.stderr[-4000:]
     found = last_json(r.stdout)
-    assert found["spark"] == found["pyspark"] == "4.1.1" and found["python"].startswith("3.11.")
+    assert found["spark"] == found["pyspark"] == "4.2.0" and found["python"].startswith("3.11.")
     assert found["roundtrip"] and found["files"], found
     assert found["kafka_columns"][:5] == ["key", "value", "topic", "partition", "offset"]
     assert found["packages"] is None and found["master"] == "local[1]"

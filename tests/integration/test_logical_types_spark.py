@@ -363,6 +363,8 @@ def as_read(kind: str, params: dict, value):
     """An underlying value read as the reader's leaf type, as PySpark collects it."""
     if kind == "date":
         return EPOCH.date() + dt.timedelta(days=value)
+    if kind == "time-micros":  # Spark 4.2's spark-avro reads it as Spark's TIME type (datetime.time in PySpark)
+        return (dt.datetime.min + dt.timedelta(microseconds=value)).time()
     if kind in ("timestamp-millis", "timestamp-micros"):
         micros = value * 1000 if kind.endswith("millis") else value
         return dt.datetime.fromtimestamp(micros // 10 ** 6).replace(microsecond=micros % 10 ** 6)  # PySpark's

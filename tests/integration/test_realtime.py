@@ -109,7 +109,7 @@ def test_delay_alerts_run_in_real_time_mode_with_dead_letters(kafka_broker, spar
     try:
         ctx = rt.start_class(DelayAlerts, run)
         [query] = ctx.queries
-        # The JVM query runs with Spark's RealTimeTrigger (set through py4j on PySpark 4.1.1).
+        # The JVM query runs with Spark's RealTimeTrigger (set with PySpark 4.2's trigger(realTime=...)).
         assert "RealTime" in query._jsq.streamingQuery().trigger().getClass().getSimpleName()
         # Records produced while the query runs: the long-lived tasks pick them up as they arrive.
         produce(bootstrap, src, [(0, encode(schema, flight(i, d))) for i, d in enumerate(delays[:30])])

@@ -61,9 +61,12 @@ def test_aggregation_state_follows_scale_down_and_up(spark, partitions, tmp_path
     _add_input(spark, source, 0, 0, 20_000)
     first = _run_complete(spark, source, checkpoint, "rp_first")
     assert len(first) == 997 * 3
+    query_id = (checkpoint / "metadata").read_text()
     for step, n in enumerate((3, 8, 1), start=1):
         result = repartition_checkpoint(spark, checkpoint, n)
         assert result.changed and result.to_partitions == n and result.rows == {"0/default": 997 * 3}
+        # the rebuilt checkpoint keeps the query's metadata (Spark 4.2 refuses one without it)
+        assert (checkpoint / "metadata").read_text() == query_id
         assert Path(result.previous).is_dir()  # the old checkpoint is kept beside it
         conf = json.loads((checkpoint / "offsets" / str(result.batch_id)).read_text().splitlines()[1])["conf"]
         assert conf["spark.sql.shuffle.partitions"] == str(n)

@@ -170,9 +170,16 @@ def test_savepoint_of_a_running_streamlet_restores_and_branches_to_the_full_resu
     finally:
         runtime.stop()
 
+    # Every copy keeps the query's `metadata` (its id): Spark 4.2 refuses to start a checkpoint
+    # whose offsets or commits have data but whose metadata file is missing (checked below).
+    original = json.loads(Path(run.checkpoint_root, "out", "metadata").read_text())["id"]
+    assert json.loads(Path(sp["path"], "queries", "out", "metadata").read_text())["id"] == original
+    assert sp["queries"]["out"]["query_id"] == original
+
     # the same application, restored from the savepoint (its checkpoints replaced), runs to the end
     moved = restore_savepoint(sp, run, replace=True)
     assert moved and Path(moved, "out", "metadata").exists()
+    assert json.loads(Path(run.checkpoint_root, "out", "metadata").read_text())["id"] == original
     run_until_done(session, Counts, run)
     assert state_rows(session, f"{run.checkpoint_root}/out") == expected(FILES)
 
@@ -186,6 +193,13 @@ def test_savepoint_of_a_running_streamlet_restores_and_branches_to_the_full_resu
     assert state_rows(session, f"{branch.checkpoint_root}/out") == expected(FILES)
     with pytest.raises(SavepointError, match="already has checkpoints"):
         restore_savepoint(sp, branch)
+
+    # what the metadata is kept for: the same copy without it does not start on Spark 4.2
+    bare = run_config(tmp_path, "counts", source, app="bare")
+    restore_savepoint(sp, bare)
+    Path(bare.checkpoint_root, "out", "metadata").unlink()
+    with pytest.raises(Exception, match="STREAMING_CHECKPOINT_MISSING_METADATA_FILE"):
+        run_until_done(session, Counts, bare)
 
 
 @pytest.mark.parametrize("cls, words", [

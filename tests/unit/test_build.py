@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import jsonschema
+import pyspark
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -565,7 +566,7 @@ def test_real_time_streamlet_renders_with_its_trigger_and_enough_cores():
 
     body = {**resource, "metadata": {**resource["metadata"], "namespace": "apps", "uid": "u", "generation": 1}}
     secret, app_ = render.render_all(body, env={})["streamlets"]["alerts"]
-    assert app_["spec"]["sparkVersion"] == "4.1.1"
+    assert app_["spec"]["sparkVersion"] == pyspark.__version__  # the image's Spark is the project's PySpark
     code, out, err = build_realtime("streamlets.alerts.kubernetes.executor.cores=2", "streamlets.alerts.trigger=real-time 2s")
     alerts = next(s for s in yaml.safe_load(out)["spec"]["streamlets"] if s["name"] == "alerts")
     assert alerts["trigger"] == "real-time 2s"

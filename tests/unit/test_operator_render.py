@@ -6,6 +6,7 @@ import copy
 import json
 from pathlib import Path
 
+import pyspark
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -53,7 +54,7 @@ def test_children_of_the_example(built):
     assert sa["metadata"]["name"] == "flight-delays-enrich" and secret["metadata"]["name"] == "flight-delays-enrich-config"
     assert sa["metadata"]["labels"]["streamlets.io/streamlet"] == "enrich"
     spec = sa["spec"]
-    assert (spec["type"], spec["pythonVersion"], spec["mode"], spec["sparkVersion"]) == ("Python", "3", "cluster", "4.1.1")
+    assert (spec["type"], spec["pythonVersion"], spec["mode"], spec["sparkVersion"]) == ("Python", "3", "cluster", pyspark.__version__)
     assert spec["mainApplicationFile"] == "local:///opt/streamlets/runner.py"
     assert spec["arguments"] == ["--config", "/etc/streamlets/run.json"]
     # the connectors are in the image's $SPARK_HOME/jars: a pod resolves and downloads nothing
