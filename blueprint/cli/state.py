@@ -101,7 +101,7 @@ def take(
 ) -> None:
     """Take a savepoint of streamlets of a (running or stopped) sandbox application."""
     from streamlets.runtime.checkpoint import query_folders
-    from streamlets.state.savepoint import take_savepoint
+    from streamlets.state.savepoint import batch_ids, batch_ids_text, take_savepoint
     from streamlets.runtime.storage import LocalStorage
 
     bp, classes = _blueprint(file)
@@ -122,7 +122,7 @@ def take(
             with _state_lock(state, "blueprint savepoint take", shared_with_a_run=True):
                 sp = take_savepoint(str(state / "checkpoints" / bp.app_id / name), root, app_id=bp.app_id, streamlet=name,
                                     cls=classes[name], reason=reason)
-            table.add_row(sp["id"], name, ", ".join(f"{q}={e['batch_id']}" for q, e in sp["queries"].items()), sp["path"])
+            table.add_row(sp["id"], name, batch_ids_text(batch_ids(sp)), sp["path"])
         Console().print(table)
     _guard(body)
 
@@ -136,7 +136,7 @@ def list_(
     as_json: bool = typer.Option(False, "--json", help="the manifests as a JSON array"),
 ) -> None:
     """List complete savepoints, oldest first."""
-    from streamlets.state.savepoint import list_savepoints
+    from streamlets.state.savepoint import batch_ids, batch_ids_text, list_savepoints
 
     app_id = None
     if file is not None:
@@ -159,7 +159,7 @@ def list_(
         table = Table("savepoint", "application", "streamlet", "created (UTC)", "reason", "batch ids", "code", box=None)
         for m in found:
             table.add_row(m["id"], m["app_id"], m["streamlet"], m["created_at"], m["reason"],
-                          ", ".join(f"{q}={e['batch_id']}" for q, e in m["queries"].items()), m["code_version"])
+                          batch_ids_text(batch_ids(m)), m["code_version"])
         Console().print(table if found else f"no savepoints under {savepoints}")
     _guard(body)
 

@@ -25,7 +25,8 @@ class StreamletView(BaseModel):
 
     name: str
     class_name: str
-    status: str = Field(description="running, starting, stopped, failed, unknown (metrics unreachable)")
+    status: str = Field(description="running, starting, restarting (failed, a restart is due), stopped, failed, "
+                        "unknown (metrics unreachable)")
     inlets: dict[str, str] = Field(default_factory=dict, description="inlet name -> Kafka topic")
     outlets: dict[str, str] = Field(default_factory=dict, description="outlet name -> Kafka topic")
     queries: int = 0
@@ -82,7 +83,8 @@ class SavepointView(BaseModel):
     streamlet: str
     name: str
     location: str
-    batch_ids: dict[str, int] = Field(default_factory=dict, description="query -> last committed batch id")
+    batch_ids: dict[str, int | None] = Field(default_factory=dict, description="query -> last committed batch id "
+                                             "(null: the query had committed none when the savepoint was taken)")
     time: str = Field(description="ISO 8601, UTC")
     reason: str | None = None
 

@@ -25,18 +25,20 @@ def _ok(description: str, schema: dict[str, Any]) -> dict[str, Any]:
 def _errors(*codes: int) -> dict[str, Any]:
     text = {400: "the request body or a parameter is not valid", 401: "no bearer token, or one Kubernetes does not accept",
             403: "RBAC does not give the caller this verb on the application", 404: "no such application",
-            500: "the server failed"}
+            413: "the request body is larger than 1 MiB", 500: "the server failed"}
     return {str(c): _ok(text[c], _ref("ErrorBody")) for c in codes}
 
 
 @cache
-def document() -> dict[str, Any]:
+def document(secured: bool = True) -> dict[str, Any]:
+    """The document; `secured=False` for a server that asks for no credentials (the sandbox): no
+    security requirement, so a client (or a test generated from it) sends none."""
     _, defs = models_json_schema([(m, "serialization") for m in _MODELS], ref_template="#/components/schemas/{model}")
     app_params = [{"name": "namespace", "in": "path", "required": True, "schema": {"type": "string"},
                    "description": "Kubernetes namespace (`local` in the sandbox)"},
                   {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}]
     read = _errors(401, 403, 404, 500)
-    write = _errors(400, 401, 403, 404, 500)
+    write = _errors(400, 401, 403, 404, 413, 500)
     base = "/api/v1/namespaces/{namespace}/applications/{name}"
     return {
         "openapi": "3.1.0",
@@ -49,7 +51,7 @@ def document() -> dict[str, Any]:
         "components": {"schemas": defs["$defs"],
                        "securitySchemes": {"kubernetesToken": {"type": "http", "scheme": "bearer",
                                                                 "description": "a Kubernetes bearer token"}}},
-        "security": [{"kubernetesToken": []}],
+        "security": [{"kubernetesToken": []}] if secured else [],
         "paths": {
             "/api/v1/applications": {"get": {
                 "operationId": "listApplications", "summary": "Applications the caller may list (verb list)",
@@ -61,10 +63,10 @@ def document() -> dict[str, Any]:
                 "responses": {"200": _ok("the application", _ref("ApplicationView")), **read}}},
             base + "/dead-letters": {"get": {
                 "operationId": "listDeadLetters", "summary": "The newest dead letters, metadata only (verb get)",
-                "parameters": [*app_params, {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1,
-                                                                                          "maximum": 500, "default": 20}}],
+                "parameters": [*app_params, {"name": "limit", "in": "query", "schema": {"type": "integer", "default": 20},
+                                          "description": "how many, newest first; clamped to 1..500"}],
                 "responses": {"200": _ok("dead letters, newest first", {"type": "array", "items": _ref("DeadLetterView")}),
-                              **write}}},
+                              **_errors(400, 401, 403, 404, 500)}}},
             base + "/savepoints": {
                 "get": {"operationId": "listSavepoints", "parameters": app_params,
                         "summary": "Savepoints taken, oldest first (verb get)",

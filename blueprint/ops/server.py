@@ -14,7 +14,8 @@ Routes (every one authorized by the backend first; see blueprint.ops.backend for
 
 Credentials are Kubernetes bearer tokens: the `Authorization: Bearer <token>` header, or for the
 web view the cookie set by /login. Errors are JSON `{"error": ..., "status": ...}` (HTML for the
-web view) with the status of blueprint.ops.backend's OpsError subclasses.
+web view) with the status of blueprint.ops.backend's OpsError subclasses, and so are aiohttp's own
+answers under /api/ (404 no route, 405 method, 413 body too large).
 """
 
 from __future__ import annotations
@@ -78,8 +79,18 @@ async def _errors(request: web.Request, handler):
                                 status=e.status, content_type="text/html")
         return web.Response(text=json.dumps({"error": str(e), "status": e.status}), status=e.status,
                             content_type="application/json")
-    except web.HTTPException:
-        raise
+    except web.HTTPException as e:  # aiohttp's own: no route (404), method (405), body too large (413)...
+        if html or e.status < 400:
+            raise
+        if isinstance(e, web.HTTPMethodNotAllowed):
+            text = f"method {e.method} not allowed on {request.path} (allowed: {', '.join(sorted(e.allowed_methods))})"
+        elif isinstance(e, web.HTTPNotFound):
+            text = f"no such path: {request.path}"
+        else:
+            text = e.text if e.text and not e.text.startswith(f"{e.status}:") else e.reason
+        headers = {k: v for k, v in e.headers.items() if k.lower() == "allow"}
+        return web.Response(text=json.dumps({"error": text, "status": e.status}), status=e.status, headers=headers,
+                            content_type="application/json")
     except Exception as e:  # one line in the log, a 500 with the message to the caller
         log.exception("%s %s failed", request.method, request.path)
         return web.Response(text=json.dumps({"error": f"{type(e).__name__}: {e}", "status": 500}), status=500,
@@ -143,7 +154,7 @@ async def metrics(request: web.Request) -> web.Response:
 async def openapi(request: web.Request) -> web.Response:
     from .openapi import document
 
-    return web.json_response(document())
+    return web.json_response(document(secured=request.app[BACKEND].requires_token))
 
 
 async def healthz(request: web.Request) -> web.Response:

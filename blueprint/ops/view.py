@@ -9,6 +9,8 @@ import datetime as dt
 from html import escape
 from urllib.parse import quote
 
+from streamlets.state.savepoint import batch_ids_text
+
 from .model import ApplicationSummary, ApplicationView, DeadLetterView, SavepointView
 
 REFRESH_SECONDS = 2
@@ -103,7 +105,7 @@ def _dead_letters(letters: list[DeadLetterView]) -> str:
 def _savepoints(savepoints: list[SavepointView]) -> str:
     head = ("time", "streamlet", "savepoint", "batch ids", "reason", "location")
     rows = [f'<tr><td class="l">{escape(s.time)}</td><td class="l">{escape(s.streamlet)}</td><td class="l">{escape(s.name)}</td>'
-            f'<td class="l">{escape(", ".join(f"{q}={b}" for q, b in sorted(s.batch_ids.items())))}</td>'
+            f'<td class="l">{escape(batch_ids_text(s.batch_ids))}</td>'
             f'<td class="l">{escape(s.reason or "")}</td><td class="l">{escape(s.location)}</td></tr>' for s in savepoints]
     return _table("Savepoints", head, rows, left=set(range(6)), empty="none")
 

@@ -69,11 +69,15 @@ class SandboxBackend:
 
     def _statuses(self) -> dict[str, str]:
         runtime = self.sandbox.runtime
+        supervisor = getattr(self.sandbox, "supervisor", None)
+        restarting = supervisor.restarting if supervisor is not None else frozenset()
         out = {}
         for name in self.sandbox.bp.streamlets:
             ctx = runtime.contexts.get(name) if runtime is not None else None
             if ctx is None:
                 out[name] = "starting"
+            elif name in restarting:
+                out[name] = "restarting"
             elif any(not q.isActive and q.exception() is not None for q in ctx.queries):
                 out[name] = "failed"
             elif ctx.queries and all(q.isActive for q in ctx.queries):
@@ -116,7 +120,7 @@ class SandboxBackend:
         return recent_dead_letters(self.bootstrap, dead_letter_topic(self.sandbox.bp), limit)
 
     def savepoints(self, namespace: str, name: str) -> list[SavepointView]:
-        from streamlets.state.savepoint import list_savepoints
+        from streamlets.state.savepoint import batch_ids, list_savepoints
 
         self._check(namespace, name)
         root = self.sandbox.options.savepoints or str(self.sandbox.state_dir / "savepoints")
@@ -125,7 +129,7 @@ class SandboxBackend:
         except OSError:
             return []
         return [SavepointView(streamlet=sp["streamlet"], name=sp["id"], location=sp["path"], time=sp["created_at"],
-                              reason=sp.get("reason"), batch_ids={q: e["batch_id"] for q, e in sp["queries"].items()})
+                              reason=sp.get("reason"), batch_ids=batch_ids(sp))
                 for sp in found]
 
     def command(self, namespace: str, name: str, request: CommandRequest) -> list[CommandResultView]:

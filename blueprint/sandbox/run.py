@@ -131,6 +131,7 @@ class Sandbox:
         self.ops_server = None  # blueprint.ops.server.OpsServer with --ui
         self._ops_backend = None  # its SandboxBackend (samples topic rates until stopped)
         self.metrics = None  # the runtime's Prometheus registry (streamlets.runtime.metrics)
+        self.collector = None  # its RuntimeCollector: figures and inlet lag
         self._last_offsets: dict[str, int] = {}
         self._last_look = time.time()
 
@@ -266,9 +267,10 @@ class Sandbox:
 
     def _serve_ops(self, bootstrap: str) -> None:
         """The runtime's metrics registry, and with --ui the operations server over it."""
-        from streamlets.runtime.metrics import runtime_registry
+        from streamlets.runtime.metrics import RuntimeCollector, runtime_registry
 
-        self.metrics = runtime_registry(self.runtime, self.bp.app_id, bootstrap)
+        self.collector = RuntimeCollector(self.runtime, self.bp.app_id, bootstrap)  # also the lag for _done
+        self.metrics = runtime_registry(self.runtime, self.bp.app_id, bootstrap, collector=self.collector)
         if self.options.ui_port is None:
             return
         from blueprint.ops.server import OpsServer
@@ -287,7 +289,7 @@ class Sandbox:
         """Restore streamlets from savepoints (`--restore`), each after Spark's compatibility
         check (streamlets.state.restore); SandboxError with what changed if one cannot be restored."""
         from streamlets.state.restore import check_restore, restore_savepoint
-        from streamlets.state.savepoint import SavepointError, resolve_savepoint
+        from streamlets.state.savepoint import SavepointError, batch_ids, batch_ids_text, resolve_savepoint
 
         unknown = sorted(set(self.options.restores) - set(self.bp.streamlets))
         if unknown:
@@ -298,7 +300,7 @@ class Sandbox:
                 sp = resolve_savepoint(ref, self.options.savepoints or str(self.state_dir / "savepoints"))
             except SavepointError as e:
                 raise SandboxError(str(e)) from None
-            batches = ", ".join(f"{q}={e['batch_id']}" for q, e in sp["queries"].items())
+            batches = batch_ids_text(batch_ids(sp))
             self.console.print(f"checking that [bold]{name}[/] can start from savepoint {sp['id']} (batch ids {batches})")
             check = check_restore(self.spark, sp, self.classes[name], by_name[name])
             if not check.ok:
@@ -377,7 +379,7 @@ class Sandbox:
                     self.console.print(f"stopping: --timeout of {self.options.timeout:.0f} s reached")
                     break
                 if self.options.exit_when_done:
-                    if self._idle():
+                    if self._done():
                         idle_since = idle_since or time.time()
                         if time.time() - idle_since >= self.options.idle_seconds:
                             self.console.print(f"all input processed after {elapsed:.0f} s; stopping")
@@ -404,23 +406,22 @@ class Sandbox:
             out.setdefault(name, {})["quarantined"] = n
         return out
 
-    def _idle(self) -> bool:
-        """True when no query is running a batch or has data waiting, every Kafka source has read
-        its topic to the end, and no dead-letter scan is pending."""
-        from streamlets.runtime.deadletter import progress_offsets
-
-        for q in self.runtime.queries():
-            st = q.status
-            if st["isTriggerActive"] or st["isDataAvailable"] or st["message"].startswith("Initializing"):
-                return False
-            progress = q.lastProgress
-            for src in (progress or {}).get("sources", []):
-                if not src.get("description", "").startswith("Kafka"):
-                    continue
-                end = progress_offsets(src.get("endOffset")) or {}
-                for topic, parts in end.items():
-                    if sum(int(o) for o in parts.values()) < self._watcher.records(topic, fresh=True):
-                        return False
+    def _done(self) -> bool:
+        """All input processed: every streamlet running (none failed, waiting in a restart or
+        stopped by a command), no query running a batch or with data waiting, every inlet topic
+        partition read to its last stable offset (the lag of the metrics,
+        RuntimeCollector.inlet_lags, read from Kafka), and no dead-letter scan pending."""
+        if self.supervisor.restarting:
+            return False
+        for ctx in self.runtime.contexts.values():
+            for q in ctx.queries:
+                if not q.isActive:
+                    return False
+                st = q.status
+                if st["isTriggerActive"] or st["isDataAvailable"] or st["message"].startswith("Initializing"):
+                    return False
+        if any(row.lag is None or row.lag > 0 for row in self.collector.inlet_lags()):
+            return False
         return self.runtime.dead_letters.pending() == 0
 
     def _shutdown(self) -> None:

@@ -76,6 +76,11 @@ class Supervisor:
             return status
         return self._check_streamlets()
 
+    @property
+    def restarting(self) -> frozenset[str]:
+        """Streamlets that failed and wait for their restart (the backoff)."""
+        return frozenset(self._due)
+
     # --- the broker -------------------------------------------------------------------------
 
     def _disk_full(self) -> str | None:

@@ -45,7 +45,7 @@ REVIEW_CACHE_SECONDS = 5.0
 SPARK_ROLE, SPARK_APP_NAME = "spark-role", "sparkoperator.k8s.io/app-name"
 # A SparkApplication's state (status.applicationState.state) -> a streamlet's status in the API.
 STATES = {"RUNNING": "running", "SUBMITTED": "starting", "PENDING": "starting", "PENDING_SUBMISSION": "starting",
-          "PENDING_RERUN": "starting", "INVALIDATING": "starting", "RESUMING": "starting",
+          "PENDING_RERUN": "restarting", "RESTARTING": "restarting", "INVALIDATING": "starting", "RESUMING": "starting",
           "FAILED": "failed", "SUBMISSION_FAILED": "failed", "FAILING": "failed", "UNKNOWN": "failed",
           "COMPLETED": "stopped", "SUCCEEDING": "stopped", "SUSPENDED": "stopped", "SUSPENDING": "stopped"}
 

@@ -1,8 +1,10 @@
 """The application's status (a merge patch for the status subresource) and its Events.
 
 phase: Failed (invalid spec), Pending (nothing deployed yet), Deploying, Running (every streamlet
-RUNNING), Degraded (some streamlet failed). Conditions: Valid, TopicsReady, Deployed, Ready; a
-condition keeps its lastTransitionTime while its status stays the same.
+RUNNING), Degraded (some streamlet failed or restarting). A streamlet is RESTARTING, not RUNNING,
+while its SparkApplication waits for a rerun (PENDING_RERUN) or runs less than SETTLE_SECONDS after
+a restart: a crash-looping streamlet's short RUNNING spells never make the application Running/Ready.
+Conditions: Valid, TopicsReady, Deployed, Ready; a condition keeps its lastTransitionTime while its status stays the same.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from .render import ANNOTATION_HASH, spark_app_name
 
 FAILED_STATES = {"FAILED", "SUBMISSION_FAILED", "FAILING", "UNKNOWN"}
 RUNNING = "RUNNING"
+RESTARTING = "RESTARTING"  # derived: see the module doc
+SETTLE_SECONDS = 120.0  # a restarted streamlet counts as running once it ran this long
 
 
 def now() -> str:
@@ -33,8 +37,23 @@ def condition(previous: list[dict] | None, type_: str, ok: bool | None, reason: 
     return out
 
 
-def streamlet_status(app: str, name: str, sa: dict[str, Any] | None) -> dict[str, Any]:
-    """One entry of status.streamlets from the streamlet's SparkApplication (None: not created yet)."""
+def _age(timestamp: str | None, at: datetime.datetime | None = None) -> float | None:
+    """Seconds since an RFC 3339 time (None if absent or unreadable)."""
+    if not timestamp:
+        return None
+    try:
+        then = datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=datetime.timezone.utc)
+    return ((at or datetime.datetime.now(datetime.timezone.utc)) - then).total_seconds()
+
+
+def streamlet_status(app: str, name: str, sa: dict[str, Any] | None, *,
+                     at: datetime.datetime | None = None) -> dict[str, Any]:
+    """One entry of status.streamlets from the streamlet's SparkApplication (None: not created yet);
+    `at` is now (for tests)."""
     entry: dict[str, Any] = {"sparkApplication": spark_app_name(app, name)}
     if sa is None:
         entry["state"] = "PENDING"
@@ -52,6 +71,12 @@ def streamlet_status(app: str, name: str, sa: dict[str, Any] | None) -> dict[str
         entry["lastDeployed"] = st["lastSubmissionAttemptTime"]
     else:
         entry["lastDeployed"] = sa["metadata"].get("creationTimestamp") or now()
+    if entry["state"] == "PENDING_RERUN":
+        entry["state"] = RESTARTING
+    elif entry["state"] == RUNNING and entry["restarts"] > 0:
+        age = _age(st.get("lastSubmissionAttemptTime"), at)
+        if age is not None and age < SETTLE_SECONDS:
+            entry["state"] = RESTARTING
     return entry
 
 
@@ -60,7 +85,7 @@ def phase_of(states: list[str]) -> str:
         return "Pending"
     if all(s == RUNNING for s in states):
         return "Running"
-    if any(s in FAILED_STATES for s in states):
+    if any(s in FAILED_STATES or s == RESTARTING for s in states):
         return "Degraded"
     if all(s == "PENDING" for s in states):
         return "Pending"
@@ -68,18 +93,23 @@ def phase_of(states: list[str]) -> str:
 
 
 def deployed_status(body: dict[str, Any], spark_apps: dict[str, dict | None], *,
-                    topics: list[dict] | None = None, message: str | None = None) -> dict[str, Any]:
-    """The status of a valid application from its SparkApplications (streamlet -> object or None)."""
+                    topics: list[dict] | None = None, message: str | None = None,
+                    at: datetime.datetime | None = None) -> dict[str, Any]:
+    """The status of a valid application from its SparkApplications (streamlet -> object or None);
+    `at` is now (for tests)."""
     meta, old = body["metadata"], body.get("status") or {}
     gen = meta.get("generation")
     app = meta["name"]
     prev = old.get("conditions") or []
-    streamlets = {name: streamlet_status(app, name, sa) for name, sa in spark_apps.items()}
+    streamlets = {name: streamlet_status(app, name, sa, at=at) for name, sa in spark_apps.items()}
     states = [s["state"] for s in streamlets.values()]
     running = sum(1 for s in states if s == RUNNING)
     phase = phase_of(states)
     all_there = all(sa is not None for sa in spark_apps.values())
     failed = sorted(n for n, s in streamlets.items() if s["state"] in FAILED_STATES)
+    restarting = sorted(n for n, s in streamlets.items() if s["state"] == RESTARTING)
+    ready_reason = {"Running": "AllRunning", "Degraded": "StreamletsFailed" if failed else "StreamletsRestarting"}.get(
+        phase, "NotRunning")
     conds = [
         condition(prev, "Valid", True, "SpecValid", "the spec is valid", gen),
         _kept(prev, "TopicsReady", gen) if topics is None else
@@ -88,8 +118,9 @@ def deployed_status(body: dict[str, Any], spark_apps: dict[str, dict | None], *,
                   ", ".join(f"{t['name']}: {t['state']}" for t in topics), gen),
         condition(prev, "Deployed", all_there, "Deployed" if all_there else "Deploying",
                   f"{sum(sa is not None for sa in spark_apps.values())}/{len(spark_apps)} SparkApplications exist", gen),
-        condition(prev, "Ready", phase == "Running", {"Running": "AllRunning", "Degraded": "StreamletsFailed"}.get(phase, "NotRunning"),
-                  f"{running}/{len(states)} streamlets running" + (f"; failed: {', '.join(failed)}" if failed else ""), gen),
+        condition(prev, "Ready", phase == "Running", ready_reason,
+                  f"{running}/{len(states)} streamlets running" + (f"; failed: {', '.join(failed)}" if failed else "")
+                  + (f"; restarting: {', '.join(restarting)}" if restarting else ""), gen),
     ]
     status: dict[str, Any] = {
         "phase": phase,

@@ -40,7 +40,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -76,6 +76,18 @@ QUERY_FAMILIES: tuple[tuple[str, type[CounterMetricFamily] | type[GaugeMetricFam
      "Inlet values that did not decode, sent to the dead-letter topic."),
     ("up", GaugeMetricFamily, "streamlets_query_up", "1 while the query runs, else 0."),
 )
+
+
+class InletLag(NamedTuple):
+    """One inlet topic partition of a streamlet (RuntimeCollector.inlet_lags): the one home of
+    lag, for the metrics and for the sandbox's "all input processed"."""
+
+    streamlet: str
+    inlet: str
+    topic: str
+    partition: int | None  # None: the topic's end offsets are not known
+    offset: int | None  # the next offset the streamlet's queries read
+    lag: int | None  # last stable offset minus `offset`
 
 
 class TopicOffsets:
@@ -175,6 +187,43 @@ class RuntimeCollector(Collector):
         yield quarantined
         yield from self._kafka(stats)
 
+    def _end_offsets(self) -> dict[str, dict[int, int]]:
+        """Last stable offsets of every topic the streamlets read or write, and the dead-letter topic."""
+        assert self.offsets is not None
+        topics = {t for ctx in self.runtime.contexts.values() for t in ctx.run.topics.values()}
+        topics |= {ctx.run.dead_letter_topic for ctx in self.runtime.contexts.values() if ctx.run.dead_letter_topic}
+        return self.offsets.end_offsets(topics)
+
+    def inlet_lags(self, stats: dict | None = None) -> list[InletLag]:
+        """Per inlet topic partition of every streamlet: the next offset its queries read (the
+        furthest end offset of their progress reports) and the lag, the topic partition's last
+        stable offset minus that. A topic whose end offsets are not known (no broker answer yet)
+        gives one row with partition, offset and lag None. Empty without a bootstrap server."""
+        if self.offsets is None:
+            return []
+        if stats is None:
+            stats = dict(self.runtime.monitor.stats)
+        # one row per (streamlet, inlet, topic), though a streamlet may read an inlet in several queries
+        reads = sorted({(name, read.inlet, read.topic) for name, ctx in self.runtime.contexts.items()
+                        for read in ctx.inlet_reads()})
+        latest = self._end_offsets()
+        processed: dict[tuple[str, str], dict[int, int]] = {}  # (streamlet, topic) -> partition -> offset
+        for s in stats.values():
+            for topic, parts in s.end_offsets.items():
+                merged = processed.setdefault((s.streamlet, topic), {})
+                for p, off in parts.items():
+                    merged[p] = max(merged.get(p, 0), off)
+        out = []
+        for streamlet, inlet, topic in reads:
+            if topic not in latest:
+                out.append(InletLag(streamlet, inlet, topic, None, None, None))
+                continue
+            done = processed.get((streamlet, topic), {})
+            for partition, offset in sorted(latest[topic].items()):
+                at = done.get(partition, 0)
+                out.append(InletLag(streamlet, inlet, topic, partition, at, max(0, offset - at)))
+        return out
+
     def _kafka(self, stats) -> Iterator[Metric]:
         consumer_offset = GaugeMetricFamily("streamlets_consumer_offset", "The next offset the inlet's query reads "
                                             "(its last micro-batch's end offset).", labels=INLET)
@@ -183,26 +232,13 @@ class RuntimeCollector(Collector):
         end = GaugeMetricFamily("streamlets_topic_end_offset", "A topic partition's last stable offset "
                                 "(read_committed end offset).", labels=TOPIC)
         if self.offsets is not None:
-            # one series per (streamlet, inlet, topic), though a streamlet may read an inlet in several queries
-            reads = sorted({(name, read.inlet, read.topic) for name, ctx in self.runtime.contexts.items()
-                            for read in ctx.inlet_reads()})
-            topics = {t for ctx in self.runtime.contexts.values() for t in ctx.run.topics.values()}
-            topics |= {ctx.run.dead_letter_topic for ctx in self.runtime.contexts.values() if ctx.run.dead_letter_topic}
-            latest = self.offsets.end_offsets(topics)
-            processed: dict[tuple[str, str], dict[int, int]] = {}  # (streamlet, topic) -> partition -> offset
-            for s in stats.values():
-                for topic, parts in s.end_offsets.items():
-                    merged = processed.setdefault((s.streamlet, topic), {})
-                    for p, off in parts.items():
-                        merged[p] = max(merged.get(p, 0), off)
-            for streamlet, inlet, topic in reads:
-                done = processed.get((streamlet, topic), {})
-                for partition, offset in sorted(latest.get(topic, {}).items()):
-                    labels = [self.app_id, streamlet, inlet, topic, str(partition)]
-                    at = done.get(partition, 0)
-                    consumer_offset.add_metric(labels, at)
-                    lag.add_metric(labels, max(0, offset - at))
-            for topic, parts in sorted(latest.items()):
+            for row in self.inlet_lags(stats):
+                if row.partition is None or row.offset is None or row.lag is None:
+                    continue
+                labels = [self.app_id, row.streamlet, row.inlet, row.topic, str(row.partition)]
+                consumer_offset.add_metric(labels, row.offset)
+                lag.add_metric(labels, row.lag)
+            for topic, parts in sorted(self._end_offsets().items()):
                 for partition, offset in sorted(parts.items()):
                     end.add_metric([self.app_id, topic, str(partition)], offset)
         yield consumer_offset
@@ -222,12 +258,14 @@ def _unix_seconds(iso: str | None) -> float | None:
     return value or None
 
 
-def runtime_registry(runtime: "StreamletRuntime", app_id: str, bootstrap: str | None) -> CollectorRegistry:
-    """A registry holding the runtime's collector and prometheus-client's process metrics of
-    this Python process (CPU seconds, resident memory, open files)."""
+def runtime_registry(runtime: "StreamletRuntime", app_id: str, bootstrap: str | None, *,
+                     collector: RuntimeCollector | None = None) -> CollectorRegistry:
+    """A registry holding the runtime's collector (`collector`, else a new one) and
+    prometheus-client's process metrics of this Python process (CPU seconds, resident memory,
+    open files)."""
     from prometheus_client import ProcessCollector
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(RuntimeCollector(runtime, app_id, bootstrap))
+    registry.register(collector or RuntimeCollector(runtime, app_id, bootstrap))
     ProcessCollector(registry=registry)
     return registry

@@ -14,7 +14,7 @@ from ..runtime.registry import command, initial_state_reader
 from ..runtime.storage import storage_for
 from .export import export_state, read_export_stream, stateful_operators
 from ..runtime.checkpoint import query_folders
-from .savepoint import prune_savepoints, take_savepoint
+from .savepoint import batch_ids, prune_savepoints, take_savepoint
 
 if TYPE_CHECKING:
     from ..runtime.runner import StreamletRuntime
@@ -43,8 +43,11 @@ def savepoint(runtime: "StreamletRuntime", streamlet: str, args: dict[str, str],
         if run.savepoint_max_count or run.savepoint_max_age_seconds:
             prune_savepoints(run.savepoints(), run.app_id, streamlet, keep=run.savepoint_max_count,
                              max_age_seconds=run.savepoint_max_age_seconds, spark=ctx.spark)
-    return Outcome(f"savepoint {sp['id']}" + (" (queries stopped)" if stop else ""), sp["path"],
-                   {q: e["batch_id"] for q, e in sp["queries"].items() if e["batch_id"] is not None})
+    ids = batch_ids(sp)
+    none = sorted(q for q, b in ids.items() if b is None)
+    return Outcome(f"savepoint {sp['id']}" + (" (queries stopped)" if stop else "")
+                   + (f"; no batch committed yet by {', '.join(none)}: restored, it starts from its first batch" if none else ""),
+                   sp["path"], {q: b for q, b in ids.items() if b is not None})
 
 
 @command("dump-state")

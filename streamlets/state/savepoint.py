@@ -84,6 +84,18 @@ class SavepointManifest(BaseModel):
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True)
 
 
+def batch_ids(manifest: dict[str, Any]) -> dict[str, int | None]:
+    """query -> the committed batch id its copy is consistent with, of a manifest's JSON
+    (read_savepoint); None: the query had committed no batch when the savepoint was taken (its
+    copy holds the query's id only, and a restore starts it from its first batch)."""
+    return {q: e.get("batch_id") for q, e in manifest["queries"].items()}
+
+
+def batch_ids_text(ids: dict[str, int | None]) -> str:
+    """`out=12, other=none`: batch ids as the CLI and the web view show them."""
+    return ", ".join(f"{q}={'none' if b is None else b}" for q, b in sorted(ids.items()))
+
+
 def keep_in_savepoint(relative: str, batch: int) -> bool:
     """Whether a checkpoint file (path relative to the query folder) belongs to the copy that is
     consistent as of committed batch `batch`."""
@@ -262,8 +274,15 @@ def prune_savepoints(root: str, app_id: str, streamlet: str, *, keep: int | None
         doomed |= {m["path"] for m in savepoints[:len(savepoints) - keep]}
     if max_age_seconds is not None:
         now = _now()
-        doomed |= {m["path"] for m in savepoints[:-1]
-                   if (now - dt.datetime.fromisoformat(m["created_at"])).total_seconds() > max_age_seconds}
+        for m in savepoints[:-1]:
+            try:
+                created = dt.datetime.fromisoformat(m["created_at"])
+            except ValueError:  # a time this release cannot read: kept, never pruned by age
+                continue
+            if created.tzinfo is None:
+                created = created.replace(tzinfo=dt.timezone.utc)
+            if (now - created).total_seconds() > max_age_seconds:
+                doomed.add(m["path"])
     for path in sorted(doomed):
         dispose_savepoint(path, spark)
     return sorted(doomed)

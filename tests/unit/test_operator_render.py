@@ -364,3 +364,38 @@ def test_driver_service_account(built):
     own = copy.deepcopy(built)
     own["spec"]["serviceAccountName"] = "team-spark"
     assert set(driver_account(own, {"STREAMLETS_SPARK_SERVICE_ACCOUNT": "ops-spark"}).values()) == {"team-spark"}
+
+
+def test_status_of_a_crash_looping_streamlet_is_never_running(built):
+    """`enrich` fails again and again (restartPolicy OnFailure): through every state its
+    SparkApplication passes in a crash loop, its RUNNING spells right after a restart included,
+    the application is never Running or Ready; once it has run SETTLE_SECONDS since its last
+    restart it is running again."""
+    import datetime as dt
+
+    at = dt.datetime(2026, 11, 25, 12, 0, tzinfo=dt.timezone.utc)
+
+    def sa(state: str, attempts: int = 1, submitted_ago: float | None = None) -> dict:
+        st: dict = {"applicationState": {"state": state}, "submissionAttempts": attempts}
+        if submitted_ago is not None:
+            st["lastSubmissionAttemptTime"] = (at - dt.timedelta(seconds=submitted_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {"status": st, "metadata": {"annotations": {}}}
+
+    healthy = sa("RUNNING", 1, submitted_ago=3600)
+    loop = [sa("FAILING", 2, 40), sa("PENDING_RERUN", 2, 50), sa("SUBMITTED", 3, 1), sa("RUNNING", 3, 5),
+            sa("RUNNING", 3, status.SETTLE_SECONDS - 1), sa("FAILING", 3, status.SETTLE_SECONDS + 5)]
+    for enrich in loop:
+        st = status.deployed_status(copy.deepcopy(built), {n: healthy for n in STREAMLETS} | {"enrich": enrich}, at=at)
+        ready = {c["type"]: c for c in st["conditions"]}["Ready"]
+        assert st["phase"] != "Running" and st["streamlets"]["enrich"]["state"] != "RUNNING", (enrich, st)
+        assert ready["status"] == "False" and st["ready"] == "4/5", ready
+    restarting = status.deployed_status(copy.deepcopy(built), {n: healthy for n in STREAMLETS} | {"enrich": sa("PENDING_RERUN", 2)},
+                                         at=at)
+    ready = {c["type"]: c for c in restarting["conditions"]}["Ready"]
+    assert (restarting["phase"], ready["reason"]) == ("Degraded", "StreamletsRestarting") and "restarting: enrich" in ready["message"]
+    assert restarting["streamlets"]["enrich"]["state"] == "RESTARTING"
+
+    settled = sa("RUNNING", 3, status.SETTLE_SECONDS + 1)
+    assert status.streamlet_status("flight-delays", "enrich", settled, at=at)["state"] == "RUNNING"
+    # without a submission time (an operator that does not report it) a restarted RUNNING app counts as running
+    assert status.streamlet_status("flight-delays", "enrich", sa("RUNNING", 3), at=at)["state"] == "RUNNING"

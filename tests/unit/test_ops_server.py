@@ -131,6 +131,27 @@ def test_bad_input_is_one_clear_400_or_404(served):
     assert status == 404 and "ns/nope" in json.loads(body)["error"]
 
 
+def test_every_api_error_is_json_whatever_its_status(served):
+    """aiohttp's own answers under /api/ (no route, wrong method, body too large) are JSON
+    {"error", "status"} as the backend's are, and match the document's ErrorBody."""
+    _, url = served
+    error_body = document()["components"]["schemas"]["ErrorBody"]
+    cases = [(url + "/api/v1/nothing-here", None, None, 404, "no such path: /api/v1/nothing-here"),
+             (url + APP + "/savepoints", None, "DELETE", 405, "method DELETE not allowed"),
+             (url + APP, {}, "POST", 405, "(allowed: GET"),
+             (url + APP + "/commands", {"command": "ping", "args": {"x": "y" * (1 << 20)}}, None, 413, "body size")]
+    for target, body, method, code, text in cases:
+        status, answer, headers = _call(target, token="writer", body=body, method=method)
+        assert (status, headers.get("Content-Type", "").split(";")[0]) == (code, "application/json"), (target, answer)
+        data = json.loads(answer)
+        jsonschema.validate(data, error_body)
+        assert data["status"] == code and text in data["error"], data
+        if code == 405:
+            assert "GET" in headers.get("Allow", ""), headers
+    status, answer, headers = _call(url + "/no-such-page")  # the web view's pages stay HTML/plain
+    assert status == 404 and not answer.startswith("{")
+
+
 def test_limits_are_clamped_and_the_caller_reaches_the_list(served):
     backend, url = served
     _call(url + APP + "/dead-letters?limit=100000", token="reader")

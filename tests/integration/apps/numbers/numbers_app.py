@@ -25,15 +25,31 @@ class NumberIngress(Streamlet):
         ctx.write_stream(df, self.out)
 
 
+class PoisonNumber(ValueError):
+    """What the multiplier's Python UDF raises for the `poison-id` record."""
+
+
+def check_number(number_id: int, poison: int) -> int:
+    if number_id == poison:
+        raise PoisonNumber(f"cannot multiply number {number_id}")
+    return number_id
+
+
 class Multiplier(Streamlet):
-    """Multiplies `value` by the `factor` config parameter."""
+    """Multiplies `value` by the `factor` config parameter; with `poison-id`, its records pass a
+    Python UDF that raises on that id (a poison record; Spark's workers import this module)."""
 
     inlet = AvroInlet("in", NUMBER)
     out = AvroOutlet("out", NUMBER, key="group")
     factor = IntegerParameter("factor", "the multiplier", default=2)
+    poison = IntegerParameter("poison-id", "the id the logic fails on (-1: none)", default=-1)
 
     def create_logic(self, ctx):
         df = ctx.read_stream(self.inlet)
+        poison = ctx.config[self.poison]
+        if poison >= 0:
+            check = F.udf(lambda i: check_number(i, poison), "long")
+            df = df.withColumn("id", check("id"))
         ctx.write_stream(df.withColumn("value", F.col("value") * ctx.config[self.factor]), self.out)
 
 
