@@ -450,24 +450,26 @@ def _resolve_bare_name(class_name: str, by_name: dict[str, list[str]], folder: P
 
 def _class_path_hint(class_path: str, code: str, folder: Path) -> str:
     """The hint for a class path that does not resolve, with the nearest names as for ports
-    (problems.suggest): of the module's Streamlet classes for class-not-found, of the modules in
-    the blueprint's folder for module-not-found (else where class paths resolve)."""
-    import pkgutil
-
+    (problems.suggest), naming only classes that exist: of the module's Streamlet classes for
+    class-not-found; for module-not-found, the Streamlet classes of the blueprint's folder of that
+    name in other modules, else the nearest class paths there (else where class paths resolve)."""
     module_name, _, attr = class_path.replace(":", ".").rpartition(".")
     if code == "class-not-found":
         module = sys.modules.get(module_name)
         names = [n for n, v in vars(module).items() if _is_streamlet_class(v)] if module is not None else []
         return suggest(attr, names, f"Streamlet classes in module {module_name!r}",
                        form=f"{module_name}.{{}}")
-    try:  # walking imports the folder's packages: one that fails on import is the user's to fix
-        modules = [info.name for info in pkgutil.walk_packages([str(folder)], onerror=lambda _: None)]
+    try:  # importing the folder's modules: one that fails on import is the user's to fix
+        classes = _streamlet_classes_in(folder)
     except (Exception, SystemExit):
-        modules = []
-    alike = [m for m in modules if m.count(".") == module_name.count(".")] or modules  # a typo, not a level
-    if not nearest(module_name, alike):
+        classes = {}
+    same_name = classes.get(attr, [])
+    if same_name:  # the class exists, in another module
+        return suggest(class_path, same_name, f"Streamlet classes named {attr!r} in {folder}")
+    paths = [path for found in classes.values() for path in found]
+    if not nearest(class_path, paths):
         return f"class paths resolve against the blueprint's folder {folder}"
-    return suggest(module_name, alike, "modules", form=f"{{}}.{attr}")
+    return suggest(class_path, paths, "Streamlet classes")
 
 
 def _is_streamlet_class(value: Any) -> bool:

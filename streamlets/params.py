@@ -133,8 +133,11 @@ class IntegerParameter(ConfigParameter):
 
     def convert(self, raw: Any) -> int:
         if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
-            raise ValueError(f"expected an integer, got {raw!r}")
-        value = int(str(raw).strip()) if isinstance(raw, str) else int(raw)
+            raise ValueError(f"{raw!r} is not a whole number (examples: 42, -7, 100000)")
+        try:
+            value = int(str(raw).strip()) if isinstance(raw, str) else int(raw)
+        except (ValueError, TypeError):
+            raise ValueError(f"{raw!r} is not a whole number (examples: 42, -7, 100000)") from None
         if not self.MIN <= value <= self.MAX:
             raise ValueError(f"{value} is outside the 32-bit range {self.MIN}..{self.MAX}")
         return value
@@ -146,9 +149,12 @@ class DoubleParameter(ConfigParameter):
     type_name = "double"
 
     def convert(self, raw: Any) -> float:
-        if isinstance(raw, bool):
-            raise ValueError(f"expected a number, got {raw!r}")
-        return float(raw)
+        try:
+            if isinstance(raw, bool):
+                raise ValueError
+            return float(raw)
+        except (ValueError, TypeError):
+            raise ValueError(f"{raw!r} is not a number (examples: 0.5, 100, -2.5, 1e-3)") from None
 
 
 class BooleanParameter(ConfigParameter):

@@ -102,6 +102,26 @@ def test_bad_integers(raw):
         IntegerParameter("n").parse(raw)
 
 
+@pytest.mark.parametrize("param, raw, words", [
+    (IntegerParameter("distance-threshold"), "abc", "'abc' is not a whole number (examples: 42, -7, 100000)"),
+    (IntegerParameter("distance-threshold"), None, "None is not a whole number"),
+    (IntegerParameter("distance-threshold"), [1], "[1] is not a whole number"),
+    (IntegerParameter("distance-threshold"), "1.5", "'1.5' is not a whole number"),
+    (DoubleParameter("ratio"), "abc", "'abc' is not a number (examples: 0.5, 100, -2.5, 1e-3)"),
+    (DoubleParameter("ratio"), None, "None is not a number"),
+    (DoubleParameter("ratio"), True, "True is not a number"),
+])
+def test_number_errors_name_the_value_and_examples_not_python(param, raw, words):
+    """A bad number says what was given and what is accepted, as the duration error does; never
+    Python's own text (`invalid literal for int() with base 10`, `could not convert string to float`)."""
+    with pytest.raises(ConfigError) as e:
+        param.parse(raw)
+    message = str(e.value)
+    assert message == f"config parameter {param.key!r} ({param.type_name}): {words}" or message.startswith(
+        f"config parameter {param.key!r} ({param.type_name}): {words}"), message
+    assert "invalid literal" not in message and "could not convert" not in message and "argument must be" not in message
+
+
 def test_doubles_and_strings():
     assert DoubleParameter("x").parse("2.5") == 2.5
     assert DoubleParameter("x").parse(3) == 3.0

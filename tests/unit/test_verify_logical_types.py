@@ -3,6 +3,7 @@ suggestions. One test per case; the Spark side is tests/integration/test_logical
 
 import copy
 import json
+import re
 import sys
 import textwrap
 
@@ -240,12 +241,41 @@ def test_class_paths_get_the_nearest_names(accapp, class_path, code, hint):
     assert (problem.code, problem.hint) == (code, hint), problem
 
 
+def test_a_module_hint_names_only_classes_that_exist(accapp):
+    """longhaul.aggregates.X once suggested longhaul.egress.X and longhaul.prepare.X, modules that
+    exist but hold no X: a hint names class paths that load, or none."""
+    (accapp / "accapp12" / "egress.py").write_text("from accapp12.streamlets import Printer as _P\n")
+    (accapp / "accapp12" / "prepare.py").write_text("X = 1\n")
+    (accapp / "accapp12" / "final.py").write_text(textwrap.dedent("""\
+        from streamlets import *
+        class Aggregate(Streamlet):
+            out = AvroOutlet("out", {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]})
+            def create_logic(self, ctx): pass
+        """))
+    path = accapp / "blueprint.yaml"
+    existing = {"accapp12.final.Aggregate", "accapp12.streamlets.Ingress", "accapp12.streamlets.Printer"}
+    for class_path, hint in [
+        ("accapp12.aggregates.Aggregate", "did you mean 'accapp12.final.Aggregate'?"),  # the class, elsewhere
+        ("accapp12.aggregates.X", None),  # X is no streamlet anywhere: only existing classes, if any
+        ("accapp12.streamlet.Printerr", "did you mean 'accapp12.streamlets.Printer' or 'accapp12.streamlets.Ingress'?"),  # nearest that exist
+    ]:
+        path.write_text(f"streamlets:\n  a: {class_path}\n")
+        [problem] = [p for p in verify(load_blueprint(path)) if p.severity == "error"]
+        assert problem.code == "module-not-found" and (hint is None or problem.hint == hint), problem
+        assert "egress" not in problem.hint and "prepare" not in problem.hint
+        assert set(re.findall(r"'([\w.]+)'", problem.hint)) <= existing, problem.hint
+
+
 def test_a_module_far_from_any_keeps_the_folder_hint(accapp):
     path = accapp / "blueprint.yaml"
-    path.write_text("streamlets:\n  p: zzz_nothing_like_it.Printer\n")
+    path.write_text("streamlets:\n  p: zzz_nothing_like_it.Zzz\n")
     [problem] = [p for p in verify(load_blueprint(path)) if p.severity == "error"]
     assert problem.code == "module-not-found"
     assert problem.hint == f"class paths resolve against the blueprint's folder {accapp}"
+    # a class of that name in some module of the folder is named, however far its module
+    path.write_text("streamlets:\n  p: zzz_nothing_like_it.Printer\n")
+    [problem] = [p for p in verify(load_blueprint(path)) if p.severity == "error"]
+    assert problem.hint == f"Streamlet classes named 'Printer' in {accapp}: accapp12.streamlets.Printer"
 
 
 def test_one_suggestion_helper_for_ports_keys_and_classes():
