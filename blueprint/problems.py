@@ -84,7 +84,8 @@ CODES: dict[str, Code] = {
     "wrong-port-role": Code("error", "ports", "an inlet among producers or an outlet among consumers"),
     "port-on-many-topics": Code("error", "ports", "a port bound to more than one topic"),
     "unconnected-inlet": Code("error", "ports", "an inlet no topic feeds"),
-    "unconnected-outlet": Code("warning", "ports", "an outlet no topic takes (an error with --strict)"),
+    "unconnected-outlet": Code("warning", "ports",
+                               "an outlet no topic takes: its query runs, its records are discarded (Spark's noop sink); an error with --strict"),
     # topics
     "invalid-topic-name": Code("error", "topics", "a Kafka topic name with other characters than [a-zA-Z0-9._-] or over 249 long"),
     "duplicate-topic": Code("error", "topics", "a topic id given twice"),

@@ -256,7 +256,7 @@ def check_unconnected_inlets(r: Resolved) -> list[Problem]:
 
 def check_unconnected_outlets(r: Resolved) -> list[Problem]:
     return _unconnected(r, "outlet", "unconnected-outlet",
-                        "add `{path}` to a topic's producers; writing to an unconnected outlet fails at run time")
+                        "add `{path}` to a topic's producers; until then its query runs and its records are discarded")
 
 
 def check_ports_on_many_topics(r: Resolved) -> list[Problem]:

@@ -180,6 +180,9 @@ class StreamletContext:
         runs stateless queries only, where the two are the same). `query_name` defaults to the
         outlet's name.
 
+        An outlet the blueprint connects to no topic (verify's `unconnected-outlet` warning) still
+        runs its query, with Spark's noop sink: its records are discarded.
+
         On Kafka the outlet is exactly-once unless the run config's `delivery` is at-least-once
         or the streamlet runs in Real-Time Mode: each micro-batch is one Kafka transaction
         (runtime.exactly_once, through foreachBatch); otherwise Spark's Kafka sink (at-least-once;
@@ -190,6 +193,10 @@ class StreamletContext:
         query_name = query_name or outlet.name
         real_time = self.trigger.real_time_mode and not self.run.dry_run
         mode = output_mode or ("update" if real_time else "append")
+        if outlet.name not in self.run.topics:  # verify's unconnected-outlet warning: discarded, as Akka's Sink.ignore
+            self.log.warning("outlet %r is not connected to a topic: query %s runs and its records are discarded "
+                             "(Spark's noop sink)", outlet.name, query_name)
+            return self.start_query(encoded.writeStream.format("noop").outputMode(mode), query_name)
         if delivery_for(self.run.delivery, self.transport, self.run.dry_run, real_time=real_time) == EXACTLY_ONCE:
             writer = transactional_stream_writer(self, encoded, self.topic(outlet), query_name)
         else:
