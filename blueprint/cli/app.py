@@ -19,16 +19,10 @@ from ..loader import BlueprintLoadError, BlueprintReadError, load_blueprint
 from ..model import Blueprint
 from ..problems import make_problem, report_order
 from ..verify import check, resolve
-from .errors import EXIT_PROBLEMS, EXIT_SOUND, EXIT_USAGE, CliError, exit_with, fail, guard
+from .errors import EXIT_PROBLEMS, EXIT_SOUND, EXIT_USAGE, CliError, command_app, exit_with, fail, guard
 from .report import print_problems
 
-app = typer.Typer(
-    name="blueprint",
-    help="Verify and run Streamlets on Spark applications described by a blueprint file.",
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-)
+app = command_app(name="blueprint", help="Verify and run Streamlets on Spark applications described by a blueprint file.")
 
 
 @app.callback()

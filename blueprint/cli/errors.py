@@ -35,6 +35,15 @@ EXIT_REFUSED = EXIT_PROBLEMS  # state commands: nothing to take, not a savepoint
 T = TypeVar("T")
 
 
+def command_app(**settings) -> typer.Typer:
+    """A Typer app (a command or a group of them) with the settings both command lines share:
+    errors through `guard` (no pretty tracebacks), help when called bare, no shell-completion
+    options, and Click's plain help: it wraps at the terminal's width or 80 columns when piped and
+    never cuts a word (rich's help panels end long words in `…`)."""
+    return typer.Typer(**{"add_completion": False, "no_args_is_help": True, "pretty_exceptions_enable": False,
+                          "rich_markup_mode": None, **settings})
+
+
 class CliError(BlueprintError):
     """A command refuses: `message` is the line after `error: `, `code` the exit status."""
 

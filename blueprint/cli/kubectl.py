@@ -32,10 +32,9 @@ from rich.table import Table
 from ..deploy.build import render_application
 from ..deploy.crd import GROUP, PLURAL, REQUEST_ANNOTATION, VERSION
 from ..scopes import CONFIG_PARAMETERS, KUBERNETES, SPARK, parse_scope, spark_text
-from .errors import EXIT_PROBLEMS, EXIT_SOUND, EXIT_USAGE, CliError, exit_with
+from .errors import EXIT_PROBLEMS, EXIT_SOUND, EXIT_USAGE, CliError, command_app, exit_with
 
-app = typer.Typer(name="kubectl streamlets", add_completion=False, no_args_is_help=True,
-                  pretty_exceptions_enable=False,
+app = command_app(name="kubectl streamlets",
                   help="Deploy and operate Streamlets on Spark applications (StreamletApplication resources).")
 
 

@@ -25,13 +25,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .errors import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, CliError, fail, guard  # noqa: F401
+from .errors import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, CliError, command_app, fail, guard  # noqa: F401
 
-savepoint_app = typer.Typer(help="Savepoints of a sandbox application's streamlets: take, list, inspect, dispose.",
-                            no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-state_app = typer.Typer(help="The state of a checkpoint or savepoint: export it (JSON Lines, Parquet, CSV), "
-                        "or repartition a stopped query's checkpoint.",
-                        no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+savepoint_app = command_app(help="Savepoints of a sandbox application's streamlets: take, list, inspect, dispose.")
+state_app = command_app(help="The state of a checkpoint or savepoint: export it (JSON Lines, Parquet, CSV), "
+                        "or repartition a stopped query's checkpoint.")
 
 
 def default_state_dir(app_id: str) -> Path:

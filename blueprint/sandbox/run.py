@@ -119,7 +119,9 @@ class Sandbox:
         self.classes = classes
         self.options = options
         # Off a terminal (CI logs) a narrow default width would squeeze the final tables.
-        self.console = console or Console(width=None if Console().is_terminal else 140)
+        # Piped: tables 140 columns wide, and each progress line one line however long (soft wrap).
+        terminal = Console().is_terminal
+        self.console = console or Console(width=None if terminal else 140, soft_wrap=not terminal)
         self.state_dir = (options.state_dir or Path.cwd() / ".streamlets" / bp.app_id).resolve()
         self.lock = StateLock(self.state_dir, "blueprint run")  # one owner per state folder
         self.stop_requested = threading.Event()
