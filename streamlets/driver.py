@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from .errors import StreamletError
-from .runtime.quarantine import user_exception
+from .runtime.failures import user_exception
 from .loading import load_streamlet_class
 from .runtime.runconfig import METRICS_PATH, METRICS_PORT_ENV, StreamletRunConfig, metrics_port
 from .runtime.runner import StreamletRuntime, start_control_listener, transport_for

@@ -33,3 +33,18 @@ class ConfigError(StreamletError):
 
 class SchemaMismatchError(StreamletError):
     """A DataFrame written to an outlet does not fit the outlet's Avro schema."""
+
+
+class StreamletRunError(StreamletError, RuntimeError):
+    """A query of a streamlet under the test kit failed (streamlets.testkit.run_streamlet).
+
+    The message is one line, first what matters: `streamlet <Class>, query <name>: ` then the
+    user's exception with its file and line, or what a known Spark error means and its fix
+    (streamlets.runtime.failures.user_exception). `query` is the query's name; the Spark
+    exception (`StreamingQueryException`) is the `__cause__`, with Spark's whole text.
+    """
+
+    def __init__(self, streamlet: str, query: str, message: str) -> None:
+        super().__init__(f"streamlet {streamlet}, query {query}: {message}")
+        self.streamlet = streamlet
+        self.query = query

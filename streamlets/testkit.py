@@ -21,6 +21,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import state  # noqa: F401  (registers the imported-state reader with the runtime)
+from .errors import StreamletRunError
+from .runtime.failures import user_exception
 from .runtime.runconfig import StreamletRunConfig
 from .runtime.runner import StreamletRuntime
 from .runtime.transport import FileTransport
@@ -70,9 +72,21 @@ def run_streamlet(
 ) -> TestkitResult:
     """Run `streamlet` until its inputs are processed (Trigger.AvailableNow) and return outlet rows.
 
-    `inputs` maps inlet name -> rows, or is a list of such maps, one per micro-batch. Rows must
-    fit the inlet's schema (fastavro raises ValueError naming the field otherwise). Raises
-    RuntimeError if a query fails, with Spark's error.
+    `inputs` maps inlet name -> rows, or is a list of such maps, one per micro-batch. Rows are
+    dicts in the form fastavro writes: logical types as Python values (`datetime.date` for
+    `date`, an aware `datetime` for `timestamp-millis`/`-micros`, `Decimal`, `uuid.UUID` or its
+    text).
+
+    Raises:
+        ValueError: an input names an inlet the streamlet lacks, or a row does not fit its inlet's
+            schema (the message names the inlet, the batch, the row and fastavro's reason).
+        streamlets.errors.StreamletRunError: a query failed while running; one line naming the
+            streamlet, the query and the user's exception with its file and line, or a known Spark
+            error's meaning and fix (e.g. null written into a non-null outlet field); Spark's
+            `StreamingQueryException` is its `__cause__`.
+        What `create_logic` itself raises before any query runs (pyspark's `AnalysisException`
+        for a plan Spark refuses, streamlets.errors.SchemaMismatchError for columns that do not
+        fit an outlet, ConfigError for a bad config value) propagates as it is.
     """
     spark = spark or spark_session()
     batches = [inputs] if isinstance(inputs, Mapping) else list(inputs)
@@ -90,7 +104,7 @@ def run_streamlet(
             rows = batch.get(inlet.name)
             if rows:
                 _write_batch(transport.folder(inlet.name) / f"batch-{i:05d}.parquet", inlet.name,
-                             [encode(inlet.schema, dict(r), parsed) for r in rows])
+                             [_encode_row(inlet.name, inlet.schema, parsed, i, n, r) for n, r in enumerate(rows)])
 
     run = StreamletRunConfig(
         app_id="testkit",
@@ -106,10 +120,14 @@ def run_streamlet(
     try:
         runtime.start_class(streamlet, run)
         for q in runtime.queries():
-            q.awaitTermination()
+            try:
+                q.awaitTermination()
+            except Exception as e:  # Spark's StreamingQueryException: the query failed
+                raise StreamletRunError(streamlet.__name__, _query(q.name, name), user_exception(str(e))) from e
         failures = runtime.failed()
         if failures:
-            raise RuntimeError("; ".join(f"query {n} failed: {e}" for n, e in failures))
+            query, error = failures[0]
+            raise StreamletRunError(streamlet.__name__, _query(query, name), user_exception(error))
     finally:
         runtime.stop()
 
@@ -121,6 +139,19 @@ def run_streamlet(
         outlets[outlet.name] = [decode(outlet.schema, value, parsed) for _, value in pairs]
         keys[outlet.name] = [key.decode() if key is not None else None for key, _ in pairs]
     return TestkitResult(outlets, keys, {k: v for k, v in runtime.monitor.stats.items()})
+
+
+def _query(query: str | None, streamlet: str) -> str:
+    """A query's name without the `<streamlet>.` the runtime puts before it."""
+    return (query or "?").removeprefix(f"{streamlet}.")
+
+
+def _encode_row(inlet: str, schema, parsed, batch: int, n: int, row: Mapping[str, Any]) -> bytes:
+    try:
+        return encode(schema, dict(row), parsed)
+    except (TypeError, ValueError, KeyError, AttributeError) as e:  # fastavro's reasons name the field
+        raise ValueError(f"inlet {inlet!r}, batch {batch}, row {n}: the row does not fit the inlet's schema: {e} "
+                         f"(row {dict(row)!r})") from None
 
 
 def _write_batch(path: Path, topic: str, values: list[bytes]) -> None:

@@ -8,7 +8,7 @@ them as a cluster would (the SparkApplication's restartPolicy OnFailure, the bro
 - Streamlets: a failed query that quarantine (streamlets.runtime.quarantine) does not take restarts its
   streamlet after a backoff (`backoff` seconds, doubled per try, at most `max_backoff`); past
   `max_restarts` tries in `window` seconds the sandbox stops with the streamlet's error (the
-  user's exception, streamlets.runtime.quarantine.user_exception) and exit 1.
+  user's exception, streamlets.runtime.failures.user_exception) and exit 1.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streamlets.runtime.quarantine import user_exception
+from streamlets.runtime.failures import user_exception
 
 log = logging.getLogger("streamlets.sandbox")
 

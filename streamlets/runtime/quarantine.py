@@ -1,5 +1,4 @@
-"""Poison-record quarantine (opt-in per streamlet: `on-failure: quarantine`), and the user's
-exception out of Spark's wrappers.
+"""Poison-record quarantine (opt-in per streamlet: `on-failure: quarantine`).
 
 A streamlet declares `on_failure = "quarantine"` on its class, or the deploy config sets
 `streamlets.<name>.on-failure = quarantine` (run config field `on_failure`). When one of its
@@ -29,12 +28,13 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import shutil
 import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from .failures import user_exception
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -45,44 +45,6 @@ ON_FAILURE = ("stop", "quarantine")
 LEDGER = "quarantine-ledger.json"
 MAX_PROBES = 200
 MAX_ROUNDS = 20
-
-# --- the user's exception out of Spark's text -----------------------------------------------
-
-_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+)$')
-_EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure|[A-Z]\w*))(?::\s?(?P<msg>.*))?$")
-_INTERNAL = ("/pyspark/", "/py4j/", "/site-packages/", "/dist-packages/", "/lib/python3", "<frozen", "/streamlets/runtime/")
-
-
-def user_exception(text: str | None) -> str:
-    """One line for a failed query: the user's exception (type and message) with the user's
-    file and line, parsed out of the Python traceback inside Spark's `PythonException` /
-    `StreamingQueryException` text ("ValueError: bad flight (at app/enrich.py:42, in check)").
-    Text without a Python traceback gives its first non-empty line."""
-    text = text or ""
-    lines = text.splitlines()
-    starts = [i for i, l in enumerate(lines) if "Traceback (most recent call last)" in l]
-    if not starts:
-        return next((l.strip() for l in lines if l.strip()), "")
-    frames: list[tuple[str, str, str]] = []
-    exc_line = None
-    for line in lines[starts[-1] + 1:]:
-        m = _FRAME.match(line)
-        if m:
-            frames.append((m["file"], m["line"], m["func"].strip()))
-            continue
-        if line.startswith((" ", "\t")) or not line.strip():
-            if line.strip().startswith("at ") and exc_line:  # the JVM's stack after the Python part
-                break
-            continue
-        if _EXC.match(line.strip()):
-            exc_line = line.strip()
-            break
-    if exc_line is None:
-        return next((l.strip() for l in lines if l.strip()), "")
-    user = [f for f in frames if not any(s in f[0] for s in _INTERNAL)]
-    where = user[-1] if user else (frames[-1] if frames else None)
-    return exc_line if where is None else f"{exc_line} (at {where[0]}:{where[1]}, in {where[2]})"
-
 
 # --- the ledger -----------------------------------------------------------------------------
 

@@ -188,7 +188,26 @@ def build_spark_session(
     if not jars and "spark.jars.packages" in settings:
         _remember_connector_jars(spark.sparkContext.getConf().get("spark.jars", ""))
     spark.sparkContext.setLogLevel(os.environ.get("STREAMLETS_SPARK_LOG_LEVEL", "WARN"))
+    _quiet_loggers(spark)
     return spark
+
+
+# Spark loggers whose WARN lines every correct application prints; what they warn of is an error
+# of its own when it happens (a null written into a non-null outlet field fails the batch with
+# AVRO_CANNOT_WRITE_NULL_FIELD, which streamlets.runtime.failures explains).
+QUIET_LOGGERS = {"org.apache.spark.sql.avro.AvroSerializer": "ERROR"}
+
+
+def _quiet_loggers(spark: "SparkSession") -> None:
+    """QUIET_LOGGERS at their levels in the driver's log4j2 (the sandbox's own log4j2 file sets them too)."""
+    try:
+        jvm = spark.sparkContext._jvm  # noqa: SLF001
+        assert jvm is not None  # a classic (py4j) session
+        log4j = jvm.org.apache.logging.log4j
+        for name, level in QUIET_LOGGERS.items():
+            log4j.core.config.Configurator.setLevel(name, log4j.Level.getLevel(level))
+    except Exception:  # another logging backend: the lines stay
+        pass
 
 
 def _resolve_main() -> None:

@@ -124,3 +124,81 @@ def test_outlet_missing_a_schema_field(spark, tmp_path):
 def test_unknown_inlet_in_inputs(spark, tmp_path):
     with pytest.raises(ValueError, match="has no inlet"):
         run_streamlet(Scale, {"nope": [reading(1)]}, spark=spark, workdir=tmp_path)
+
+
+# --- what the test kit raises: what its docstring says, first line first (issue 27, items 4 and 6) ---
+
+FLIGHT = {"type": "record", "name": "Flight", "namespace": "test.sdk", "fields": [
+    {"name": "id", "type": "long"}, {"name": "arr_delay", "type": ["null", "double"], "default": None}]}
+ARRIVED = {"type": "record", "name": "Arrived", "namespace": "test.sdk", "fields": [
+    {"name": "id", "type": "long"}, {"name": "arr_delay", "type": "double"}]}
+
+
+class Arrivals(Streamlet):
+    """Passes flights on to an outlet whose arr_delay is not nullable: a cancelled flight's null
+    cannot be written."""
+
+    inlet = AvroInlet("in", FLIGHT)
+    out = AvroOutlet("out", ARRIVED)
+
+    def create_logic(self, ctx):
+        ctx.write_stream(ctx.read_stream(self.inlet), self.out)
+
+
+class Plausible(Streamlet):
+    """A Python UDF that raises on one record."""
+
+    inlet = AvroInlet("in", FLIGHT)
+    out = AvroOutlet("out", FLIGHT)
+
+    def create_logic(self, ctx):
+        def check_delay(delay):  # nested: pickled by value, Spark's Python workers need not import this module
+            if delay is not None and delay > 600:
+                raise ValueError(f"implausible delay {delay}")
+            return delay
+
+        check = F.udf(check_delay, "double")
+        ctx.write_stream(ctx.read_stream(self.inlet).withColumn("arr_delay", check("arr_delay")), self.out)
+
+
+def test_a_null_in_a_non_null_outlet_field_names_the_streamlet_query_field_and_fix(spark, tmp_path):
+    from pyspark.errors import StreamingQueryException
+
+    from streamlets.errors import StreamletRunError
+
+    with pytest.raises(StreamletRunError) as e:
+        run_streamlet(Arrivals, {"in": [{"id": 1, "arr_delay": 5.0}, {"id": 2, "arr_delay": None}]}, spark=spark,
+                      workdir=tmp_path)
+    message = str(e.value)
+    assert "\n" not in message, message  # one line, what matters first
+    assert message.startswith("streamlet Arrivals, query out: AVRO_CANNOT_WRITE_NULL_FIELD: a record written to an outlet "
+                              "has null in field 'arr_delay', which the outlet's schema declares non-null (double): "
+                              'make it nullable in the .avsc (["null", "double"] with "default": null) or filter the nulls'), message
+    assert "avroSchema" not in message  # Spark's hint does not apply to an outlet
+    assert isinstance(e.value, RuntimeError) and isinstance(e.value.__cause__, StreamingQueryException)
+    assert (e.value.streamlet, e.value.query) == ("Arrivals", "out")
+    # Spark's warning that every correct application printed (non-nullable Avro, nullable column) is off
+    jvm = spark.sparkContext._jvm
+    level = jvm.org.apache.logging.log4j.LogManager.getLogger("org.apache.spark.sql.avro.AvroSerializer").getLevel()
+    assert str(level) == "ERROR"
+
+
+def test_a_user_exception_names_the_users_file_and_line(spark, tmp_path):
+    from streamlets.errors import StreamletRunError
+
+    with pytest.raises(StreamletRunError) as e:
+        run_streamlet(Plausible, {"in": [{"id": 1, "arr_delay": 5.0}, {"id": 2, "arr_delay": 900.0}]}, spark=spark,
+                      workdir=tmp_path)
+    message = str(e.value)
+    assert "\n" not in message and message.startswith("streamlet Plausible, query out: ValueError: implausible delay 900.0 (at "), message
+    assert "test_sdk_testkit.py:" in message and "in check_delay)" in message
+
+
+def test_a_row_that_does_not_fit_its_inlet_is_a_value_error_naming_inlet_batch_row_and_field(spark, tmp_path):
+    with pytest.raises(ValueError) as e:
+        run_streamlet(Arrivals, [{"in": [{"id": 1, "arr_delay": 1.0}]}, {"in": [{"id": 2}, {"id": "three"}]}],
+                      spark=spark, workdir=tmp_path)
+    message = str(e.value)
+    assert message.startswith("inlet 'in', batch 1, row 1: the row does not fit the inlet's schema:"), message
+    assert "on field id" in message and "'three'" in message
+    assert type(e.value) is ValueError  # not fastavro's TypeError

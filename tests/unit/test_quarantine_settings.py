@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 from blueprint.cli import app as blueprint_cli
 from blueprint.sandbox.localconfig import LocalConfigError, load_settings
 from blueprint.sandbox.supervisor import Tries, exit_description
-from streamlets.runtime.quarantine import NotIsolable, _split, add_to_ledger, bisect, read_ledger, user_exception
+from streamlets.runtime.failures import user_exception
+from streamlets.runtime.quarantine import NotIsolable, _split, add_to_ledger, bisect, read_ledger
 
 ROOT = Path(__file__).resolve().parents[2]
 BLUEPRINT = ROOT / "examples" / "flight-delays" / "blueprint.yaml"
