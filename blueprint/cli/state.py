@@ -99,7 +99,9 @@ def take(
 ) -> None:
     """Take a savepoint of streamlets of a (running or stopped) sandbox application."""
     from streamlets.runtime.checkpoint import query_folders
-    from streamlets.state.savepoint import batch_ids, batch_ids_text, take_savepoint
+    from streamlets.state.savepoint import batch_ids, take_savepoint
+
+    from ..ops.model import batch_ids_text
     from streamlets.runtime.storage import LocalStorage
 
     bp, classes = _blueprint(file)
@@ -134,7 +136,9 @@ def list_(
     as_json: bool = typer.Option(False, "--json", help="the manifests as a JSON array"),
 ) -> None:
     """List complete savepoints, oldest first."""
-    from streamlets.state.savepoint import batch_ids, batch_ids_text, list_savepoints
+    from streamlets.state.savepoint import batch_ids, list_savepoints
+
+    from ..ops.model import batch_ids_text
 
     app_id = None
     if file is not None:

@@ -117,3 +117,9 @@ class ErrorBody(BaseModel):
 
 
 Verb = Literal["list", "get", "patch"]
+
+
+def batch_ids_text(ids: dict[str, int | None]) -> str:
+    """`out=12, other=none`: a savepoint's batch ids (SavepointView.batch_ids) as the web view, the
+    sandbox and the CLI show them; none: the query had committed no batch."""
+    return ", ".join(f"{q}={'none' if b is None else b}" for q, b in sorted(ids.items()))

@@ -9,9 +9,8 @@ import datetime as dt
 from html import escape
 from urllib.parse import quote
 
-from streamlets.state.savepoint import batch_ids_text
 
-from .model import ApplicationSummary, ApplicationView, DeadLetterView, SavepointView
+from .model import ApplicationSummary, ApplicationView, DeadLetterView, SavepointView, batch_ids_text
 
 REFRESH_SECONDS = 2
 

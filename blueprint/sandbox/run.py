@@ -291,7 +291,9 @@ class Sandbox:
         """Restore streamlets from savepoints (`--restore`), each after Spark's compatibility
         check (streamlets.state.restore); SandboxError with what changed if one cannot be restored."""
         from streamlets.state.restore import check_restore, restore_savepoint
-        from streamlets.state.savepoint import SavepointError, batch_ids, batch_ids_text, resolve_savepoint
+        from streamlets.state.savepoint import SavepointError, batch_ids, resolve_savepoint
+
+        from ..ops.model import batch_ids_text
 
         unknown = sorted(set(self.options.restores) - set(self.bp.streamlets))
         if unknown:

@@ -91,11 +91,6 @@ def batch_ids(manifest: dict[str, Any]) -> dict[str, int | None]:
     return {q: e.get("batch_id") for q, e in manifest["queries"].items()}
 
 
-def batch_ids_text(ids: dict[str, int | None]) -> str:
-    """`out=12, other=none`: batch ids as the CLI and the web view show them."""
-    return ", ".join(f"{q}={'none' if b is None else b}" for q, b in sorted(ids.items()))
-
-
 def keep_in_savepoint(relative: str, batch: int) -> bool:
     """Whether a checkpoint file (path relative to the query folder) belongs to the copy that is
     consistent as of committed batch `batch`."""
