@@ -41,7 +41,8 @@ def test_failed_streamlet_ends_the_run_with_exit_1_and_quarantine_completes_it(t
     """Without quarantine: the multiplier fails on record 150 and is restarted twice, after 2 s and
     4 s (waits longer than --idle-seconds: in the second one the run used to call itself done, exit
     0), fails a third time: exit 1 with one error line naming the query and the user's exception,
-    never "all input processed". The same state again with `on-failure = quarantine`: exit 0, 299 records in the
+    never "all input processed", nothing quarantined (what test_quarantine.py proved on flight-delays
+    before this test took its place). The same state again with `on-failure = quarantine`: exit 0, 299 records in the
     sink, the poison record in the dead letters."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(NUMBERS), os.environ.get("PYTHONPATH", "")]))
     records = write_numbers(tmp_path / "src", files=3, per_file=100)
@@ -59,6 +60,8 @@ def test_failed_streamlet_ends_the_run_with_exit_1_and_quarantine_completes_it(t
     errors = [line for line in out.splitlines() if line.startswith("error")]
     assert len(errors) == 1 and errors[0].startswith("error: query multiply.out failed (restarted 2 times"), out[-4000:]
     assert f"PoisonNumber: cannot multiply number {POISON}" in errors[0] and "numbers_app.py:" in errors[0], errors[0]
+    assert "PythonException" not in errors[0]  # the user's exception, not Spark's wrapper
+    assert not (tmp_path / "state" / "checkpoints" / "numbers" / "multiply" / "quarantine-ledger.json").exists()
     assert "restarting streamlet multiply in 4 s (try 2 of 2" in out
     written = read_jsonl(tmp_path / "out")
     assert len(written) < len(records) and POISON not in {r["id"] for r in written}

@@ -179,23 +179,6 @@ def test_quarantine_three_poison_flights_sandbox_and_driver(tmp_path):
             sorted((r["partition"], r["offset"]) for r in ledger["records"])
 
 
-def test_without_quarantine_the_run_stops_with_the_users_exception(tmp_path):
-    """No on-failure setting: the run stops (exit 1) with one line naming the user's exception,
-    its file and line (not Spark's PythonException wrapper); nothing is quarantined."""
-    f, w = one_day(tmp_path / "data")
-    poison = poison_of(f, w)
-    conf = run_conf(tmp_path, f'  enrich.config-parameters.poison-flights = "{",".join(poison)}"\n')
-    result = run_blueprint("run", BLUEPRINT, "--config", str(conf), "--state-dir", str(tmp_path / "state"),
-                           "--exit-when-done", "--max-restarts", "0", timeout=900)
-    out = result.stdout + result.stderr
-    assert result.returncode == 1, out[-4000:]
-    lines = [l for l in out.splitlines() if l.startswith("error: query enrich.out failed")]
-    assert len(lines) == 1, out[-4000:]
-    assert "PoisonError: cannot enrich flight" in lines[0] and "poison_app.py:" in lines[0], lines[0]
-    assert "Traceback" not in lines[0] and "PythonException" not in lines[0]
-    assert not (tmp_path / "state" / "checkpoints" / "flight-delays" / "enrich" / "quarantine-ledger.json").exists()
-
-
 def test_sink_failure_is_not_quarantined(tmp_path):
     """`files` with on-failure quarantine and an unreachable sink: the failure stands (exit 1, the
     sink's error), no record is quarantined."""
