@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
@@ -160,6 +161,13 @@ def build_spark_session(
                 settings.pop(key, None)
     for key in JAVA_OPTION_KEYS:
         settings[key] = avro_limits.with_limits(settings.get(key))
+    if not launched_by_spark_submit():
+        # Spark's Python workers import the modules of the UDFs they run (cloudpickle pickles a
+        # module-level function by reference): locally they get this driver's sys.path, so what
+        # the driver imports they import too (the blueprint's folder, which the sandbox's loader
+        # puts first; pytest's rootdir and the application's package under the test kit). Spark
+        # merges it with its own paths and $PYTHONPATH. A pod's image installs the application.
+        settings["spark.executorEnv.PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
     in_spark_home = connectors_in_spark_home()  # the streamlet image: nothing to add
     jars = None if in_spark_home else cached_connector_jars()
     if jars:

@@ -145,6 +145,14 @@ class Arrivals(Streamlet):
         ctx.write_stream(ctx.read_stream(self.inlet), self.out)
 
 
+def check_delay(delay):
+    """A module-level UDF: Spark's Python workers import this test module to run it (the test
+    kit's session gives them the driver's sys.path, where pytest put the tests' folder)."""
+    if delay is not None and delay > 600:
+        raise ValueError(f"implausible delay {delay}")
+    return delay
+
+
 class Plausible(Streamlet):
     """A Python UDF that raises on one record."""
 
@@ -152,11 +160,6 @@ class Plausible(Streamlet):
     out = AvroOutlet("out", FLIGHT)
 
     def create_logic(self, ctx):
-        def check_delay(delay):  # nested: pickled by value, Spark's Python workers need not import this module
-            if delay is not None and delay > 600:
-                raise ValueError(f"implausible delay {delay}")
-            return delay
-
         check = F.udf(check_delay, "double")
         ctx.write_stream(ctx.read_stream(self.inlet).withColumn("arr_delay", check("arr_delay")), self.out)
 
