@@ -134,6 +134,7 @@ class Sandbox:
         self._ops_backend = None  # its SandboxBackend (samples topic rates until stopped)
         self.metrics = None  # the runtime's Prometheus registry (streamlets.runtime.metrics)
         self.collector = None  # its RuntimeCollector: figures and inlet lag
+        self._report_from: float | None = None  # set when the run ends normally: the final tables follow the stop
         self._last_offsets: dict[str, int] = {}
         self._last_look = time.time()
 
@@ -395,11 +396,16 @@ class Sandbox:
         finally:
             if live:
                 live.stop()
-        self.console.print(render(self.runtime.monitor.stats, self._topic_rows(), self._dead_letters(), time.time() - start,
-                                  self._faults()))
-        if self.supervisor.error:  # the one line, last, after the tables
-            self.console.print(self.supervisor.error, style="red", highlight=False, soft_wrap=True, markup=False)
+        self._report_from = start  # the final tables, once the queries have stopped (_shutdown)
         return status
+
+    def _report(self, start: float) -> None:
+        """The final tables (the queries stopped: their status says so), then the supervisor's
+        one error line, last."""
+        self.console.print(render(self.runtime.monitor.stats, self._topic_rows(), self._dead_letters(),
+                                  time.time() - start, self._faults()))
+        if self.supervisor.error:
+            self.console.print(self.supervisor.error, style="red", highlight=False, soft_wrap=True, markup=False)
 
     def _faults(self) -> dict[str, dict[str, int]]:
         """Per streamlet (and "kafka"): restarts by the supervisor, records quarantined."""
@@ -439,6 +445,8 @@ class Sandbox:
         if self.runtime is not None:
             self.console.print("stopping queries")
             self.runtime.stop()
+        if self._report_from is not None:
+            self._report(self._report_from)
         if self._watcher is not None:
             self._watcher.close()
         if self.spark is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -77,6 +78,10 @@ class QueryStats:
     batches: int = 0
     input_rows: int = 0
     output_rows: int = 0
+    # Whether output_rows counts what the query wrote: Spark's sink reported numOutputRows (Kafka,
+    # files) or the runtime counted it (exactly-once outlets); False for a foreachBatch sink of the
+    # streamlet's own (Spark reports -1), whose rows nobody counts.
+    output_counted: bool = False
     malformed: int = 0
     input_rate: float = 0.0
     processed_rate: float = 0.0
@@ -92,6 +97,8 @@ class QueryStats:
     sources_lag: int = 0
     status: str = "starting"
     exception: str | None = None
+    # records count_output added since the last progress report (its "output" in the log line)
+    unreported_output: int | None = None
 
 
 @dataclass
@@ -138,6 +145,8 @@ class ProgressMonitor(StreamingQueryListener):
         stats = self._entry(f"{streamlet}.{query}")
         with self._lock:
             stats.output_rows += records
+            stats.output_counted = True
+            stats.unreported_output = (stats.unreported_output or 0) + records
 
     def onQueryStarted(self, event) -> None:
         self._names[str(event.id)] = event.name or "unnamed"
@@ -173,9 +182,15 @@ class ProgressMonitor(StreamingQueryListener):
         stats = self._entry(p.name)
         stats.batches += 1
         stats.input_rows += p.numInputRows
-        stats.output_rows += max(p.sink.numOutputRows, 0) if p.sink is not None else 0
-        stats.input_rate = p.inputRowsPerSecond or 0.0
-        stats.processed_rate = p.processedRowsPerSecond or 0.0
+        sink_rows = p.sink.numOutputRows if p.sink is not None else -1
+        with self._lock:  # the sink's count, else what count_output counted for this batch, else unknown
+            output = sink_rows if sink_rows >= 0 else stats.unreported_output
+            stats.unreported_output = None
+            if sink_rows >= 0:
+                stats.output_rows += sink_rows
+                stats.output_counted = True
+        stats.input_rate = _rate(p.inputRowsPerSecond)
+        stats.processed_rate = _rate(p.processedRowsPerSecond)
         stats.watermark = (p.eventTime or {}).get("watermark")
         stats.state_rows = sum(op.numRowsTotal for op in (p.stateOperators or []))
         stats.state_memory_bytes = sum(op.memoryUsedBytes for op in (p.stateOperators or []))
@@ -195,7 +210,7 @@ class ProgressMonitor(StreamingQueryListener):
                         stats.end_offsets.setdefault(topic, {}).update({int(k): int(v) for k, v in parts.items()})
         stats.sources_lag = lag
         observed = p.observedMetrics or {}
-        logging.getLogger(f"streamlets.{stats.streamlet}").info("progress %s", _compact(p, observed))
+        logging.getLogger(f"streamlets.{stats.streamlet}").info("progress %s", _compact(p, observed, output))
         reg = self._streamlets.get(stats.streamlet)
         if reg is None:
             return
@@ -214,6 +229,12 @@ class ProgressMonitor(StreamingQueryListener):
                     self.dead_letters.submit(ScanRequest(read, reg.checkpoint(stats.query), start, end, malformed))
 
 
+def _rate(value: float | None) -> float:
+    """A progress report's rate (records per second); 0 for what Spark leaves out (a first batch's:
+    NaN in PySpark's conversion and progress_from_json)."""
+    return 0.0 if value is None or math.isnan(value) else float(value)
+
+
 def _lag(end: str | None, latest: str | None) -> int:
     """Records between what a Kafka source processed and the topic's end, summed over partitions."""
     e, l = progress_offsets(end), progress_offsets(latest)
@@ -227,12 +248,14 @@ def _lag(end: str | None, latest: str | None) -> int:
     return total
 
 
-def _compact(p, observed) -> str:
+def _compact(p, observed, output: int | None) -> str:
+    """The progress log line's JSON; `output`: the batch's records written, null where no one
+    counts them (a foreachBatch sink of the streamlet's own: Spark's numOutputRows is -1)."""
     return json.dumps(
         {
             "batch": p.batchId,
             "input": p.numInputRows,
-            "output": p.sink.numOutputRows if p.sink is not None else None,
+            "output": output,
             "input_rate": round(p.inputRowsPerSecond or 0, 1),
             "processed_rate": round(p.processedRowsPerSecond or 0, 1),
             "duration_ms": (p.durationMs or {}).get("triggerExecution"),
