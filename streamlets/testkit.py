@@ -151,7 +151,7 @@ def _encode_row(inlet: str, schema, parsed, batch: int, n: int, row: Mapping[str
         return encode(schema, dict(row), parsed)
     except (TypeError, ValueError, KeyError, AttributeError) as e:  # fastavro's reasons name the field
         raise ValueError(f"inlet {inlet!r}, batch {batch}, row {n}: the row does not fit the inlet's schema: {e} "
-                         f"(row {dict(row)!r})") from None
+                         f"(row {row!r})") from None
 
 
 def _write_batch(path: Path, topic: str, values: list[bytes]) -> None:

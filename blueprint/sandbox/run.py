@@ -446,7 +446,10 @@ class Sandbox:
             self.console.print("stopping queries")
             self.runtime.stop()
         if self._report_from is not None:
-            self._report(self._report_from)
+            try:
+                self._report(self._report_from)
+            except Exception as e:  # Spark and the broker must stop all the same
+                log.warning("the final tables could not be shown: %s", e)
         if self._watcher is not None:
             self._watcher.close()
         if self.spark is not None:

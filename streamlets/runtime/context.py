@@ -60,6 +60,9 @@ class StreamletContext:
         self.realtime_tasks: dict[str, int] = {}
         # (query, records) of each committed exactly-once batch; the runtime counts them as records out
         self.count_output: Callable[[str, int], None] | None = None
+        # (query, its checkpoint's last committed end offsets per source): what it had processed
+        # before this start (ProgressMonitor.seed_end_offsets)
+        self.seed_offsets: Callable[[str, list], None] | None = None
 
     @property
     def trigger(self) -> Trigger:
@@ -196,7 +199,7 @@ class StreamletContext:
         if outlet.name not in self.run.topics:  # verify's unconnected-outlet warning: discarded, as Akka's Sink.ignore
             self.log.warning("outlet %r is not connected to a topic: query %s runs and its records are discarded "
                              "(Spark's noop sink)", outlet.name, query_name)
-            return self.start_query(encoded.writeStream.format("noop").outputMode(mode), query_name)
+            return self._start(encoded.writeStream.format("noop").outputMode(mode), query_name, discard=True)
         if delivery_for(self.run.delivery, self.transport, self.run.dry_run, real_time=real_time) == EXACTLY_ONCE:
             writer = transactional_stream_writer(self, encoded, self.topic(outlet), query_name)
         else:
@@ -207,16 +210,22 @@ class StreamletContext:
         """Start any query (file sinks, foreachBatch...) with the streamlet's checkpoint, trigger,
         progress tracking and query name `<streamlet>.<query_name>`; tracked so that the runtime can
         stop it."""
+        return self._start(writer, query_name)
+
+    def _start(self, writer: "DataStreamWriter", query_name: str, *, discard: bool = False) -> "StreamingQuery":
+        """start_query; `discard`: an unconnected outlet's noop query, which runs as plain
+        micro-batches whatever the streamlet's trigger and progress tracking (Real-Time Mode and
+        asynchronous progress tracking refuse the noop sink, and nothing it writes needs them)."""
         location = self.checkpoint_location(query_name)
         if self.run.dry_run:  # the same plan, state and sources; nothing written; one micro-batch
             writer = writer.format("noop").trigger(once=True)
         else:
-            if self.async_progress:
+            if self.async_progress and not discard:
                 self.check_async_query(writer, query_name)
             if self.dead_letters is not None:
                 for read in self._inlet_reads:
                     self.dead_letters.recover(read, location)
-            trigger = self.trigger
+            trigger = MICRO_BATCH if discard else self.trigger
             if self.run.available_now:
                 writer = writer.trigger(availableNow=True)
             elif trigger.real_time_mode:
@@ -226,12 +235,19 @@ class StreamletContext:
                 writer = trigger.apply(writer)
             elif self.run.trigger_interval:
                 writer = writer.trigger(processingTime=self.run.trigger_interval)
-            if self.async_progress:
+            if self.async_progress and not discard:
                 writer = progress_tracking.apply(writer, progress_tracking.parse(self.run.progress_tracking)[1])
-        if not self.async_progress:  # a checkpoint an asynchronous query left with gaps would fail to start
-            from .storage import storage_for
+        from .storage import storage_for
 
-            progress_tracking.bridge_offset_gap(storage_for(location, self.spark), location)
+        storage = storage_for(location, self.spark)
+        if not self.async_progress or discard:  # a checkpoint an asynchronous query left with gaps would fail to start
+            progress_tracking.bridge_offset_gap(storage, location)
+        if self.seed_offsets is not None:
+            from .checkpoint import committed_batches, source_offsets
+
+            committed = committed_batches(storage, location)
+            if committed:
+                self.seed_offsets(query_name, source_offsets(storage, location, committed[-1]))
         # One FAIR scheduler pool per streamlet, so that streamlets sharing a session share cores.
         self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", self.name)
         query = writer.queryName(f"{self.name}.{query_name}").option("checkpointLocation", location).start()

@@ -148,6 +148,23 @@ class ProgressMonitor(StreamingQueryListener):
             stats.output_counted = True
             stats.unreported_output = (stats.unreported_output or 0) + records
 
+    def seed_end_offsets(self, streamlet: str, query: str, offsets: list) -> None:
+        """What a (re)started query had processed before this process: its checkpoint's last
+        committed end offsets (one entry per source of `offsets/N`; Kafka's {topic: {partition:
+        offset}}, others ignored). Spark reports no progress for a restarted query with nothing new
+        to read, so without them its lag (RuntimeCollector.inlet_lags) would be its topics' whole
+        end offsets and `blueprint run --exit-when-done` would never be done."""
+        stats = self._entry(f"{streamlet}.{query}")
+        with self._lock:
+            for source in offsets:
+                if not isinstance(source, dict):
+                    continue
+                for topic, parts in source.items():
+                    if isinstance(parts, dict):
+                        known = stats.end_offsets.setdefault(topic, {})
+                        for k, v in parts.items():
+                            known[int(k)] = max(known.get(int(k), 0), int(v))
+
     def onQueryStarted(self, event) -> None:
         self._names[str(event.id)] = event.name or "unnamed"
         self._entry(event.name).status = "running"
@@ -183,6 +200,8 @@ class ProgressMonitor(StreamingQueryListener):
         stats.batches += 1
         stats.input_rows += p.numInputRows
         sink_rows = p.sink.numOutputRows if p.sink is not None else -1
+        if p.sink is not None and "noop" in (p.sink.description or "").lower():
+            sink_rows = -1  # Spark's noop sink (an unconnected outlet, a dry run): nothing was written
         with self._lock:  # the sink's count, else what count_output counted for this batch, else unknown
             output = sink_rows if sink_rows >= 0 else stats.unreported_output
             stats.unreported_output = None

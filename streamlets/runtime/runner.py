@@ -82,6 +82,7 @@ class StreamletRuntime:
         ctx = StreamletContext(session, cls(), run, self.transport, self.dead_letters)
         ctx.realtime_tasks = self.realtime_tasks
         ctx.count_output = lambda query, n: self.monitor.count_output(run.streamlet, query, n)
+        ctx.seed_offsets = lambda query, offsets: self.monitor.seed_end_offsets(run.streamlet, query, offsets)
         self.monitor.register(run.streamlet, ctx.inlet_reads, ctx.checkpoint_location)
         self.contexts[run.streamlet] = ctx
         ctx.check_progress_tracking()  # before any query starts

@@ -131,6 +131,23 @@ def launched_by_spark_submit() -> bool:
     return bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
 
 
+def local_python_workers() -> dict[str, str]:
+    """Settings for Spark's Python workers on this machine (a `local` master): this interpreter
+    (`spark.pyspark.python`, else PySpark takes `python3` from the PATH, maybe another one) and this
+    process's import path beyond the standard library (`spark.executorEnv.PYTHONPATH`, which Spark
+    merges with its own paths and $PYTHONPATH). Workers import the modules of the UDFs they run
+    (cloudpickle pickles a module-level function by reference), so what the driver imports they
+    import too: the blueprint's folder, which the sandbox's loader puts first; pytest's rootdir and
+    the application's package under the test kit. A pod's image installs the application instead."""
+    stdlib = os.path.realpath(sys.base_prefix)
+    paths = [p for p in sys.path if p and os.path.isdir(p)
+             and (not os.path.realpath(p).startswith(stdlib + os.sep) or "-packages" in p)]
+    out = {"spark.executorEnv.PYTHONPATH": os.pathsep.join(paths)}
+    if not os.environ.get("PYSPARK_PYTHON"):
+        out["spark.pyspark.python"] = sys.executable
+    return out
+
+
 def build_spark_session(
     app_name: str,
     conf: Mapping[str, str] | None = None,
@@ -161,13 +178,9 @@ def build_spark_session(
                 settings.pop(key, None)
     for key in JAVA_OPTION_KEYS:
         settings[key] = avro_limits.with_limits(settings.get(key))
-    if not launched_by_spark_submit():
-        # Spark's Python workers import the modules of the UDFs they run (cloudpickle pickles a
-        # module-level function by reference): locally they get this driver's sys.path, so what
-        # the driver imports they import too (the blueprint's folder, which the sandbox's loader
-        # puts first; pytest's rootdir and the application's package under the test kit). Spark
-        # merges it with its own paths and $PYTHONPATH. A pod's image installs the application.
-        settings["spark.executorEnv.PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+    effective_master = master or (None if launched_by_spark_submit() else os.environ.get("SPARK_MASTER", "local[*]"))
+    if effective_master and effective_master.startswith("local"):
+        settings.update(local_python_workers())
     in_spark_home = connectors_in_spark_home()  # the streamlet image: nothing to add
     jars = None if in_spark_home else cached_connector_jars()
     if jars:
@@ -182,8 +195,8 @@ def build_spark_session(
         # JVM options add up (e.g. the sandbox's log4j file and the JIT flag); others replace.
         settings[key] = f"{settings[key]} {value}" if key in JAVA_OPTION_KEYS and key in settings else value
     builder = SparkSession.builder.appName(app_name)
-    if master or not launched_by_spark_submit():
-        builder = builder.master(master or os.environ.get("SPARK_MASTER", "local[*]"))
+    if effective_master:
+        builder = builder.master(effective_master)
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()

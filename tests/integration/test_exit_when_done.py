@@ -78,3 +78,11 @@ def test_failed_streamlet_ends_the_run_with_exit_1_and_quarantine_completes_it(t
     letters = _dead_letters(bootstrap, "numbers.dead-letters")
     assert [(l["streamlet"], l["inlet"], l["topic"]) for l in letters] == [("multiply", "in", "numbers.raw")], letters
     assert f"PoisonNumber: cannot multiply number {POISON}" in letters[0]["error"]
+
+    # Run again on the same state with nothing new to read: Spark reports no progress for such a
+    # query, so what it had processed comes from its checkpoint (ProgressMonitor.seed_end_offsets):
+    # done at once, not waiting for --timeout as it did.
+    again = run_blueprint(*args, "streamlets.multiply.on-failure=quarantine", "--timeout", "240", cwd=tmp_path)
+    out = again.stdout + again.stderr
+    assert again.returncode == 0 and "all input processed" in out and "--timeout" not in out, out[-4000:]
+    assert len(read_jsonl(tmp_path / "out")) == len(records) - 1

@@ -6,6 +6,7 @@ the connected outlet of the same streamlet gets its records."""
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 from pyspark.sql import functions as F
@@ -58,3 +59,36 @@ def test_an_unconnected_outlet_runs_and_discards_its_records(spark, tmp_path, ca
     assert written == [5, 6, 7, 8, 9]  # distance 1,000 and more
     assert not transport.folder("short").exists()
     assert "outlet 'short' is not connected to a topic: query short runs and its records are discarded" in caplog.text
+
+
+def test_an_unconnected_outlet_of_an_async_streamlet_runs_as_plain_micro_batches(spark, kafka_broker, tmp_path):
+    """Asynchronous progress tracking (and Real-Time Mode) refuse Spark's noop sink: the
+    unconnected outlet's query runs as plain micro-batches, the connected one as configured."""
+    from blueprint.sandbox.kafka_broker import create_topics, end_offsets
+    from confluent_kafka import Producer
+
+    from streamlets.runtime.transport import KafkaTransport
+
+    suffix = tmp_path.name[-12:].replace("_", "-").lower()
+    src, long_ = f"flights-{suffix}", f"long-{suffix}"
+    bootstrap = kafka_broker.bootstrap_servers
+    create_topics(bootstrap, [(src, 1, {}), (long_, 1, {})])
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(10):
+        producer.produce(src, value=encode(LongHaul.inlet.schema, {"id": i, "distance": 200 * i}))
+    assert producer.flush(30) == 0
+    run = StreamletRunConfig(app_id="app", streamlet="long-haul", class_name="x.LongHaul", topics={"in": src, "long": long_},
+                             bootstrap_servers=bootstrap, checkpoint_root=str(tmp_path / "ck"),
+                             delivery="at-least-once", progress_tracking="async")
+    runtime = StreamletRuntime(spark, run.app_id, None, KafkaTransport(bootstrap))
+    try:
+        ctx = runtime.start_class(LongHaul, run)
+        assert sorted(q.name for q in ctx.queries) == ["long-haul.long", "long-haul.short"]
+        deadline = time.monotonic() + 120
+        while sum(end_offsets(bootstrap, long_).values()) < 5 and time.monotonic() < deadline:
+            assert runtime.failed() == []
+            time.sleep(0.5)
+        assert sum(end_offsets(bootstrap, long_).values()) == 5
+        assert runtime.failed() == [] and all(q.isActive for q in ctx.queries)
+    finally:
+        runtime.stop()
