@@ -278,7 +278,11 @@ class KafkaBroker:
             self._proc = subprocess.Popen(
                 self._java(libs, "kafka.Kafka", str(server)), stdin=subprocess.DEVNULL, stdout=out,
                 stderr=subprocess.STDOUT, cwd=self.state_dir, preexec_fn=_die_with_parent(os.getpid()),
-                start_new_session=False)
+                # Its own session: a Ctrl-C at the terminal (SIGINT to the foreground process group)
+                # reaches only the sandbox, which stops its queries (their last transactions
+                # included) while the broker still runs, and the broker last. PDEATHSIG still ends
+                # the JVM with its parent, however that dies.
+                start_new_session=True)
         try:
             self._wait_ready(timeout)
         except BrokerError:
