@@ -132,7 +132,7 @@ def test_delay_alerts_run_in_real_time_mode_with_dead_letters(kafka_broker, spar
 
 @pytest.mark.parametrize("cls, words", [
     (Counts, "a stateful or blocking operator (Aggregate)"),
-    (PyUdf, "a Python UDF (BatchEvalPython)"),
+    (PyUdf, "a Python UDF (ArrowEvalPython)"),  # Spark 4.2 runs Python UDFs Arrow-optimized by default
     (Batches, "writes through foreachBatch"),
 ])
 def test_what_real_time_mode_cannot_run_is_refused_before_start(kafka_broker, spark, tmp_path, cls, words):
