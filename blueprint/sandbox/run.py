@@ -402,10 +402,12 @@ class Sandbox:
     def _report(self, start: float) -> None:
         """The final tables (the queries stopped: their status says so), then the supervisor's
         one error line, last."""
-        self.console.print(render(self.runtime.monitor.stats, self._topic_rows(), self._dead_letters(),
-                                  time.time() - start, self._faults()))
-        if self.supervisor.error:
-            self.console.print(self.supervisor.error, style="red", highlight=False, soft_wrap=True, markup=False)
+        try:
+            self.console.print(render(self.runtime.monitor.stats, self._topic_rows(), self._dead_letters(),
+                                      time.time() - start, self._faults()))
+        finally:  # the error line whatever became of the tables (a broker that died, say)
+            if self.supervisor.error:
+                self.console.print(self.supervisor.error, style="red", highlight=False, soft_wrap=True, markup=False)
 
     def _faults(self) -> dict[str, dict[str, int]]:
         """Per streamlet (and "kafka"): restarts by the supervisor, records quarantined."""
