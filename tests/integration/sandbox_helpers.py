@@ -73,6 +73,22 @@ def wait_until(predicate, timeout: float, interval: float = 0.5, what: str = "co
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+def wait_for_ui(proc: subprocess.Popen, state: Path, log: Path, timeout: float = 300) -> str:
+    """The base URL of a sandbox started with `--ui` (its sandbox.json's "ui"), once it serves;
+    fails with the log's tail if the sandbox exits first."""
+    def ui() -> str | None:
+        try:
+            return json.loads((state / "sandbox.json").read_text()).get("ui")
+        except (OSError, ValueError):
+            return None
+
+    wait_until(lambda: proc.poll() is not None or ui(), timeout=timeout, what="the sandbox's web view and API")
+    assert proc.poll() is None, log.read_text()[-3000:]
+    base = ui()
+    assert base is not None
+    return base
+
+
 def sigkill(proc: subprocess.Popen) -> None:
     """SIGKILL the sandbox's main process only, as `kill -9 <pid>` would."""
     os.kill(proc.pid, signal.SIGKILL)

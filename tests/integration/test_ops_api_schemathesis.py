@@ -20,7 +20,7 @@ import urllib.request
 
 import pytest
 
-from sandbox_helpers import NUMBERS, read_jsonl, start_blueprint, wait_until, write_numbers
+from sandbox_helpers import NUMBERS, read_jsonl, start_blueprint, wait_for_ui, wait_until, write_numbers
 
 pytestmark = pytest.mark.integration
 
@@ -54,16 +54,7 @@ def test_operations_api_conforms_to_its_openapi_document_on_a_running_sandbox(tm
     proc = start_blueprint("run", BLUEPRINT, "--config", str(conf), "--state-dir", str(state), "--ui", "0", log=log,
                            cwd=tmp_path)
     try:
-        def ui() -> str | None:
-            try:
-                return json.loads((state / "sandbox.json").read_text()).get("ui")
-            except (OSError, ValueError):
-                return None
-
-        wait_until(lambda: proc.poll() is not None or ui(), timeout=300, what="the sandbox's API")
-        assert proc.poll() is None, log.read_text()[-3000:]
-        base = ui()
-        assert base is not None
+        base = wait_for_ui(proc, state, log)
         api = f"{base}/api/v1/namespaces/local/applications/numbers"
 
         # 1. a savepoint of every streamlet before any input: queries without a committed batch
