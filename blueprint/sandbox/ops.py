@@ -18,6 +18,7 @@ from blueprint.ops.figures import RateTracker, fill, samples_of
 from blueprint.ops.model import (ApplicationSummary, ApplicationView, CommandRequest, CommandResultView, DeadLetterView,
                                  SavepointView, StreamletView, TopicView, Verb)
 from blueprint.topics import dead_letter_topic
+from streamlets.runtime.layout import StateLayout
 from streamlets.streamlet import Streamlet
 
 if TYPE_CHECKING:
@@ -123,7 +124,7 @@ class SandboxBackend:
         from streamlets.state.savepoint import batch_ids, list_savepoints
 
         self._check(namespace, name)
-        root = self.sandbox.options.savepoints or str(self.sandbox.state_dir / "savepoints")
+        root = self.sandbox.options.savepoints or StateLayout(str(self.sandbox.state_dir)).savepoints
         try:
             found = list_savepoints(root, self.sandbox.bp.app_id)
         except OSError:

@@ -17,6 +17,7 @@ from typing import Any
 
 from streamlets import avro_limits
 from blueprint.deploy.crd import API_VERSION, GROUP, KIND, PLURAL, VERSION  # noqa: F401  (the CRD's one home)
+from streamlets.runtime.layout import StateLayout
 from streamlets.runtime.runconfig import METRICS_PORT, METRICS_PORT_NAME, StreamletRunConfig, scrape_annotations
 from streamlets.errors import StreamletError
 
@@ -35,6 +36,10 @@ MAIN_FILE = "local:///opt/streamlets/runner.py"
 CONFIG_DIR = "/etc/streamlets"
 CONFIG_KEY = "run.json"
 CHECKPOINT_DIR = "/checkpoints"
+# The checkpoint claim's folders (streamlets.runtime.layout): as mounted at CHECKPOINT_DIR, and
+# relative to the claim (volume subPaths).
+CLAIM_LAYOUT = StateLayout(CHECKPOINT_DIR, checkpoint_folder="")
+IN_CLAIM = StateLayout("", checkpoint_folder="")
 CHECKPOINT_VOLUME = "checkpoints"
 CONFIG_VOLUME = "streamlet-config"
 # Metrics (README, "Metrics on a cluster"). Spark's own, through its PrometheusServlet on the driver
@@ -125,7 +130,7 @@ def validate(spec: dict[str, Any]) -> list[str]:
     if spec.get("deadLetterTopic"):
         topic_names.add(spec["deadLetterTopic"])
     if spec.get("appId"):  # a ControlInlet reads the control topic
-        from streamlets.runtime.control import control_topic
+        from streamlets.runtime.system_topics import control_topic
 
         topic_names.add(control_topic(spec["appId"]))
     for s in streamlets:
@@ -193,13 +198,13 @@ def run_config(spec: dict[str, Any], streamlet: dict[str, Any]) -> dict[str, Any
         bootstrap_servers=spec["kafka"]["bootstrapServers"],
         config_parameters=dict(streamlet.get("configParameters") or {}),
         volume_mounts={m["name"]: m["path"] for m in d.get("volume_mounts") or []},
-        checkpoint_root=f"{CHECKPOINT_DIR}/{spec['appId']}/{streamlet['name']}",
+        checkpoint_root=CLAIM_LAYOUT.checkpoints(spec["appId"], streamlet["name"]),
         dead_letter_topic=spec.get("deadLetterTopic"),
         delivery=streamlet.get("delivery") or "exactly-once",
         progress_tracking=streamlet.get("progressTracking") or "sync",
         spark_conf=dict(streamlet.get("sparkConf") or {}),
-        savepoint_root=savepoints.get("directory") or f"{CHECKPOINT_DIR}/savepoints",
-        state_dump_root=f"{CHECKPOINT_DIR}/dumps",
+        savepoint_root=savepoints.get("directory") or CLAIM_LAYOUT.savepoints,
+        state_dump_root=CLAIM_LAYOUT.dumps,
         savepoint_max_count=savepoints.get("maxCount"),
         savepoint_max_age_seconds=savepoints.get("maxAgeSeconds"),
         restore_from=streamlet.get("restoreFrom"),
@@ -265,7 +270,7 @@ def _volumes(app: str, spec: dict[str, Any], streamlet: dict[str, Any]) -> tuple
             (driver_only if m.get("access_mode") == "ReadWriteOncePod" else mounts).append(mount)
         else:
             mounts.append({"name": CHECKPOINT_VOLUME, "mountPath": m["path"],
-                           "subPath": f"volumes/{streamlet['name']}/{m['name']}"})
+                           "subPath": IN_CLAIM.volume(streamlet["name"], m["name"])})
     volumes.append({"name": CONFIG_VOLUME, "secret": {"secretName": secret_name(app, streamlet["name"])}})
     driver_mounts = [*mounts, *driver_only, {"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR, "readOnly": True}]
     return volumes, driver_mounts, mounts
