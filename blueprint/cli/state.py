@@ -272,6 +272,7 @@ def control(
 ) -> None:
     """Send a command on the application's control stream and print each streamlet's result."""
     from streamlets.runtime.control import COMMANDS, Command, await_results, results_consumer, send_command
+    from streamlets.runtime.system_topics import control_topic
 
     from ..loader import BlueprintLoadError, load_blueprint
 
@@ -306,7 +307,7 @@ def control(
         if custom:  # answered, if at all, by the streamlet's own outlets
             cmd = Command.custom(command, streamlet, parsed)
             send_command(kafka, bp.app_id, cmd)
-            print(f"sent custom command {command!r} (id {cmd.id}) to {bp.app_id}.control")
+            print(f"sent custom command {command!r} (id {cmd.id}) to {control_topic(bp.app_id)}")
             return
         cmd = Command(command, streamlet, parsed)
         consumer = results_consumer(kafka, bp.app_id)
