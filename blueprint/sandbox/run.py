@@ -86,8 +86,17 @@ def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings:
         raise SandboxError(f"streamlet {name!r} declares no volume mount(s) {', '.join(unknown)} "
                            f"(declared: {', '.join(sorted(declared)) or 'none'})")
     mounts = {m: settings.volume_mounts.get(m) or str(state_dir / "volumes" / name / m) for m in declared}
-    for folder in mounts.values():
-        Path(folder).mkdir(parents=True, exist_ok=True)
+    read_only = {m.name for m in cls.volume_mounts() if m.access_mode == "ReadOnlyMany"}
+    for mount, folder in mounts.items():
+        if mount not in read_only:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+        elif not Path(folder).is_dir():
+            # A source the sandbox created would be an empty input and a green run that read nothing.
+            what = "is no folder" if Path(folder).exists() else "does not exist"
+            raise SandboxError(f"streamlet {name!r}: volume mount {mount!r} (ReadOnlyMany: its input) maps to {folder}, "
+                               f"which {what}; map it to the folder holding the input in the run config "
+                               f"(streamlets.{name}.volume-mounts.{mount} = <folder>, relative to the config file) "
+                               f"or create {folder}")
     return StreamletRunConfig(
         app_id=bp.app_id,
         streamlet=name,
@@ -108,6 +117,21 @@ def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings:
         delivery=settings.delivery or "exactly-once",
         progress_tracking=settings.progress_tracking or "sync",
     )
+
+
+def empty_inputs(runs: list[StreamletRunConfig], classes: dict[str, type]) -> list[str]:
+    """One line per ReadOnlyMany volume mount whose folder holds no file yet (the streamlet has no
+    input until files arrive there), for the sandbox's warnings."""
+    lines = []
+    for run in runs:
+        for mount in classes[run.streamlet].volume_mounts():
+            folder = Path(run.volume_mounts[mount.name])
+            # Spark's file sources skip names starting with `.` or `_` (InMemoryFileIndex)
+            if mount.access_mode == "ReadOnlyMany" and not any(
+                    p.is_file() and not p.name.startswith((".", "_")) for p in folder.rglob("*")):
+                lines.append(f"streamlet {run.streamlet!r}: volume mount {mount.name!r} ({folder}) is empty: "
+                             f"it reads nothing until files arrive there")
+    return lines
 
 
 class Sandbox:
@@ -227,6 +251,9 @@ class Sandbox:
                            trigger=self.options.trigger)
             for name in self.bp.streamlets
         ]
+        for line in empty_inputs(runs, self.classes):
+            self.console.print(f"[yellow]warning:[/] {line}")
+
         def on_signal(*_):
             self.stop_requested.set()
 
