@@ -192,16 +192,36 @@ class Sandbox:
             h.setFormatter(fmt)
             lg.addHandler(h)
 
-    def _start_kafka(self) -> str:
+    def _start_kafka_and_spark(self) -> str:
+        """Start the Kafka broker and Spark at once (each takes seconds, mostly a JVM starting);
+        returns the bootstrap servers, with the application's topics created, and sets
+        self.broker and self.spark. The broker starts in this thread, as its JVM ends with the
+        thread that started it (PR_SET_PDEATHSIG, blueprint.sandbox.kafka_broker); Spark in
+        another, which this one awaits whatever becomes of the broker, so that _shutdown finds
+        both. Raises the broker's error first, else Spark's."""
+        from concurrent.futures import ThreadPoolExecutor
+
         from .kafka_broker import KafkaBroker, create_topics
 
-        if self.options.kafka:
-            bootstrap = self.options.kafka
-        else:
+        if not self.options.kafka:
             self.console.print(f"starting Kafka broker (state in {self.state_dir / 'kafka'})")
-            self.broker = KafkaBroker(self.state_dir / "kafka").start()
-            bootstrap = self.broker.bootstrap_servers
-        create_topics(bootstrap, application_topics(self.bp))
+        self.console.print(f"starting Spark (log in {self.state_dir / 'logs' / 'spark.log'})")
+        with ThreadPoolExecutor(1, thread_name_prefix="spark-start") as pool:
+            spark = pool.submit(self._start_spark)  # prints nothing: its JVM's start redirects fds 1 and 2
+            try:
+                if self.options.kafka:
+                    bootstrap = self.options.kafka
+                else:
+                    self.broker = KafkaBroker(self.state_dir / "kafka").start()
+                    bootstrap = self.broker.bootstrap_servers
+                create_topics(bootstrap, application_topics(self.bp))
+            except BaseException:
+                try:
+                    self.spark = spark.result()
+                except Exception:  # the broker's error is the one to show
+                    pass
+                raise
+            self.spark = spark.result()
         return bootstrap
 
     def _start_spark(self):
@@ -211,7 +231,6 @@ class Sandbox:
 
         logs = self.state_dir / "logs"
         conf = log4j_conf(logs)
-        self.console.print(f"starting Spark (log in {logs / 'spark.log'})")
         with jvm_output_to(logs / "spark.log"):
             return build_spark_session(f"sandbox-{self.bp.app_id}", conf, master=self.options.master)
 
@@ -259,10 +278,9 @@ class Sandbox:
 
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            bootstrap = self._start_kafka()
+            bootstrap = self._start_kafka_and_spark()
             if self.broker is not None:
                 self._disk.follow(self.broker.log_file)
-            self.spark = self._start_spark()
             # PySpark's SparkContext installs its own SIGINT handler (cancel jobs, raise
             # KeyboardInterrupt); ours stops the queries first and then Spark, in order.
             signal.signal(signal.SIGINT, on_signal)
