@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable
+from typing import Any, ClassVar, Iterable
 
 from .descriptor import (
     InletDescriptor,
@@ -14,16 +14,13 @@ from .descriptor import (
     VolumeMountDescriptor,
 )
 from .errors import ConfigError, DefinitionProblem, StreamletDefinitionError
+from .logic import LogicContext
 from .names import is_config_key, is_dns_label
 from .params import ConfigParameter
 from .ports import ERROR_HANDLING, AvroInlet, AvroOutlet, Port
 from .schema import SchemaError
 from .trigger import Trigger, TriggerError
 from .volumes import ACCESS_MODES, VolumeMount
-
-if TYPE_CHECKING:
-    from .runtime.context import StreamletContext
-
 
 class StreamletShape:
     """The inlets and outlets of a streamlet, in declaration order."""
@@ -147,9 +144,11 @@ class Streamlet:
 
     # --- logic ----------------------------------------------------------------------------
 
-    def create_logic(self, ctx: "StreamletContext") -> None:
+    def create_logic(self, ctx: LogicContext) -> None:
         """Build and start the streamlet's streaming queries with `ctx.read_stream`,
-        `ctx.write_stream` and `ctx.start_query`. Called once per run, on the Spark driver."""
+        `ctx.write_stream` and `ctx.start_query`. Called once per run, on the Spark driver, with
+        the runtime's StreamletContext (streamlets.runtime.context), which satisfies the SDK
+        protocol LogicContext (streamlets.logic). NotImplementedError here: an abstract base."""
         raise NotImplementedError(f"{self.class_name()} does not implement create_logic(ctx)")
 
 

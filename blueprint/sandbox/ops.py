@@ -8,7 +8,8 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -17,16 +18,46 @@ from blueprint.ops.deadletters import recent_dead_letters
 from blueprint.ops.figures import RateTracker, fill, samples_of
 from blueprint.ops.model import (ApplicationSummary, ApplicationView, CommandRequest, CommandResultView, DeadLetterView,
                                  SavepointView, StreamletView, TopicView, Verb)
+from blueprint.model import Blueprint
 from blueprint.topics import dead_letter_topic
 from streamlets.streamlet import Streamlet
 
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
 
-    from .run import Sandbox
+    from streamlets.runtime.runner import StreamletRuntime
 
 NAMESPACE = "local"
 log = logging.getLogger("streamlets.sandbox")
+
+
+class SavepointsOption(Protocol):
+    """The sandbox option the backend reads: the savepoint root (None: `<state dir>/savepoints`)."""
+
+    @property
+    def savepoints(self) -> str | None: ...
+
+
+class SandboxView(Protocol):
+    """What the backend reads of a running sandbox (blueprint.sandbox.run.Sandbox satisfies it;
+    named here as a protocol, so that this module does not import the sandbox that starts it).
+    `runtime` is None until the streamlets start; a `supervisor` attribute, when present, names the
+    streamlets it is restarting."""
+
+    @property
+    def bp(self) -> Blueprint: ...
+
+    @property
+    def classes(self) -> Mapping[str, type]: ...
+
+    @property
+    def runtime(self) -> StreamletRuntime | None: ...
+
+    @property
+    def state_dir(self) -> Path: ...
+
+    @property
+    def options(self) -> SavepointsOption: ...
 
 
 class SandboxBackend:
@@ -34,7 +65,7 @@ class SandboxBackend:
 
     requires_token = False
 
-    def __init__(self, sandbox: "Sandbox", registry: "CollectorRegistry", bootstrap: str) -> None:
+    def __init__(self, sandbox: SandboxView, registry: "CollectorRegistry", bootstrap: str) -> None:
         self.sandbox = sandbox
         self.registry = registry
         self.bootstrap = bootstrap

@@ -45,7 +45,7 @@ def test_records_round_trip_and_map(bench):
         buf = io.BytesIO()
         fastavro.schemaless_writer(buf, parsed_in, rec)
         back = fastavro.schemaless_reader(io.BytesIO(buf.getvalue()), parsed_in, None)
-        assert {k: bench._ms(v) for k, v in back.items()} == rec
+        assert {k: bench.epoch_millis(v) for k, v in back.items()} == rec
         out = bench.expected_output(i)
         assert out["dep_delay_hours"] == (None if rec["dep_delay"] is None else rec["dep_delay"] / 60.0)
         fastavro.schemaless_writer(io.BytesIO(), parsed_out, out)  # valid for the output schema
