@@ -25,8 +25,10 @@ PACKAGES = {"streamlets": ROOT / "streamlets", "blueprint": ROOT / "blueprint",
             "streamlets_operator": ROOT / "operator" / "streamlets_operator"}
 
 # The SDK's facades compose the layers under them (the test kit runs streamlets; the driver and
-# the runner shim start one); every other top-level module of streamlets/ is the SDK proper.
-FACADES = {"streamlets.testkit", "streamlets.driver", "streamlets.runner"}
+# the runner shim start one; the package's __init__ exports the runtime's StreamletContext and
+# ControlInlet and the test kit's run_streamlet, imported on first use); every other top-level
+# module of streamlets/ is the SDK proper.
+FACADES = {"streamlets", "streamlets.testkit", "streamlets.driver", "streamlets.runner"}
 
 
 def _modules() -> dict[str, Path]:
