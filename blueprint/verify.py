@@ -18,7 +18,7 @@ from streamlets.descriptor import InletDescriptor, OutletDescriptor, StreamletDe
 from streamlets.logical_types import mismatches as logical_mismatches
 from streamlets.names import is_dns_label
 
-from .loader import _summary, import_streamlets
+from .classes import import_streamlets, summarize_failure
 from .model import KAFKA_TOPIC_NAME_MAX, Blueprint, Located, PortPath, PortRef, Topic, is_kafka_topic_name
 from .errors import BlueprintError
 from .problems import Problem, make_problem, report_order, suggest
@@ -100,7 +100,7 @@ def resolve(blueprint: Blueprint, classes: dict | None = None) -> Resolved:
             loaded[name] = cls
         except (Exception, SystemExit) as e:
             load_errors[name] = InstantiationError(f"instantiating {cls.__module__}.{cls.__qualname__}() raised "
-                                                   f"{_summary(e, str(blueprint.folder))}")
+                                                   f"{summarize_failure(e, str(blueprint.folder))}")
     return Resolved(blueprint, load_errors, descriptors, loaded, list(_bindings(blueprint, descriptors, load_errors)))
 
 
@@ -173,7 +173,7 @@ def check_classes(r: Resolved) -> list[Problem]:
             out.extend(r.problem(p.code, f"streamlet {name!r} ({ref.class_name}): {p.message}", ref)
                        for p in error.problems)
             continue
-        hint = getattr(error, "hint", None)  # the nearest names (loader.import_streamlets)
+        hint = getattr(error, "hint", None)  # the nearest names (classes.import_streamlets)
         if hint is None and code in ("module-not-found", "class-not-found"):
             hint = f"class paths resolve against the blueprint's folder {r.blueprint.folder}"
         out.append(r.problem(code, f"streamlet {name!r}: {error}", ref, hint))
