@@ -6,7 +6,7 @@ handlers with a decorator instead of dispatching through an if-chain).
   (ping, stop, reload-config) register in streamlets.runtime.runner; the state commands
   (savepoint, dump-state) in streamlets.state.commands, imported by streamlets.state.
 - The reader of imported state (`StreamletContext.initial_state`): registered by
-  streamlets.state.commands as streamlets.state.export.read_export_stream.
+  streamlets.state.commands as streamlets.state.export_files.read_export_stream.
 
 The runtime never imports streamlets.state; a process that runs streamlets imports both (the
 driver, the sandbox and the test kit do).
