@@ -30,6 +30,7 @@ import fastavro  # noqa: E402
 
 import bench_map as bm  # noqa: E402
 import flight_workload as wl  # noqa: E402
+import map_jobs  # noqa: E402
 
 
 def _variants():
@@ -103,7 +104,7 @@ def _variants():
 
     def compact_length(raw):
         dec = raw.withColumn(RECORD, from_avro(F.col("value"), schema.json, {"mode": "PERMISSIVE"}))
-        return out(record_columns(observe(bm.compact_malformed(dec, schema)).where(~F.col(MALFORMED)), schema))
+        return out(record_columns(observe(map_jobs.compact_malformed(dec, schema)).where(~F.col(MALFORMED)), schema))
 
     def streamlet_path(raw):
         # exactly StreamletContext.read_stream (dead-letter inlet) + write_stream's encode_outlet
