@@ -30,9 +30,11 @@ class StreamletShape:
         self.outlets = tuple(outlets)
 
     def inlet(self, name: str) -> AvroInlet | None:
+        """The inlet named `name`, or None."""
         return next((p for p in self.inlets if p.name == name), None)
 
     def outlet(self, name: str) -> AvroOutlet | None:
+        """The outlet named `name`, or None."""
         return next((p for p in self.outlets if p.name == name), None)
 
     def __repr__(self) -> str:
@@ -92,18 +94,22 @@ class Streamlet:
 
     @classmethod
     def class_name(cls) -> str:
+        """`module.QualifiedName`: what a blueprint names the class by."""
         return f"{cls.__module__}.{cls.__qualname__}"
 
     @classmethod
     def shape(cls) -> StreamletShape:
+        """The declared inlets and outlets (StreamletShape), in declaration order, base classes first."""
         return cls.__shape__
 
     @classmethod
     def config_parameters(cls) -> tuple[ConfigParameter, ...]:
+        """The declared config parameters, in declaration order, base classes first (defaults already parsed)."""
         return cls.__parameters__
 
     @classmethod
     def volume_mounts(cls) -> tuple[VolumeMount, ...]:
+        """The declared volume mounts, in declaration order, base classes first."""
         return cls.__volume_mounts__
 
     @classmethod
