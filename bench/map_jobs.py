@@ -59,6 +59,25 @@ class Job:
                 .queryName(f"{self.name}-{Path(checkpoint).name}")
                 .start())
 
+    def sink_decoded(self, decoded, out_topic: str, checkpoint: str, observe: bool = True):
+        """The rest of the streamlet's plan after decoding (a DataFrame with RECORD and MALFORMED, as
+        codec.decode_value gives): the observed dead-letter metric of inlet `in` (unless `observe` is
+        False), the malformed filter, the map and codec.encode_outlet, to the sink."""
+        from pyspark.sql import functions as F
+
+        from streamlets.runtime.codec import MALFORMED, encode_outlet, record_columns
+        from streamlets.runtime.deadletter import observation_name
+
+        if observe:
+            decoded = decoded.observe(
+                observation_name("in"),
+                F.count(F.lit(1)).alias("records"),
+                F.sum(F.col(MALFORMED).cast("long")).alias("malformed"),
+            )
+        records = record_columns(decoded.where(~F.col(MALFORMED)), Mapper.inlet.schema)
+        encoded = encode_outlet(spark_map(records), Mapper.out.schema, (KEY_FIELD,), "bench")
+        return self.sink(encoded, out_topic, checkpoint)
+
 
 class Baseline(Job):
     name = "baseline"
@@ -122,16 +141,11 @@ class SdkFilter(Job):
     description = "codec.decode_value PERMISSIVE + malformed filter (no observe), codec.encode_outlet"
 
     def start(self, in_topic, out_topic, checkpoint):
-        from pyspark.sql import functions as F
-
-        from streamlets.runtime.codec import MALFORMED, decode_value, encode_outlet, record_columns
+        from streamlets.runtime.codec import decode_value
 
         self._in_topic = in_topic
-        schema, out_schema = Mapper.inlet.schema, Mapper.out.schema
-        decoded = decode_value(self.source(), schema, permissive=True)
-        records = record_columns(decoded.where(~F.col(MALFORMED)), schema)
-        encoded = encode_outlet(spark_map(records), out_schema, (KEY_FIELD,), "bench")
-        return [self.sink(encoded, out_topic, checkpoint)]
+        decoded = decode_value(self.source(), Mapper.inlet.schema, permissive=True)
+        return [self.sink_decoded(decoded, out_topic, checkpoint, observe=False)]
 
 
 class SdkObserve(Job):
@@ -139,21 +153,11 @@ class SdkObserve(Job):
     description = "the streamlet's exact plan (decode_value + observe + filter + encode_outlet), no runtime"
 
     def start(self, in_topic, out_topic, checkpoint):
-        from pyspark.sql import functions as F
-
-        from streamlets.runtime.codec import MALFORMED, decode_value, encode_outlet, record_columns
-        from streamlets.runtime.deadletter import observation_name
+        from streamlets.runtime.codec import decode_value
 
         self._in_topic = in_topic
-        schema, out_schema = Mapper.inlet.schema, Mapper.out.schema
-        decoded = decode_value(self.source(), schema, permissive=True).observe(
-            observation_name("in"),
-            F.count(F.lit(1)).alias("records"),
-            F.sum(F.col(MALFORMED).cast("long")).alias("malformed"),
-        )
-        records = record_columns(decoded.where(~F.col(MALFORMED)), schema)
-        encoded = encode_outlet(spark_map(records), out_schema, (KEY_FIELD,), "bench")
-        return [self.sink(encoded, out_topic, checkpoint)]
+        decoded = decode_value(self.source(), Mapper.inlet.schema, permissive=True)
+        return [self.sink_decoded(decoded, out_topic, checkpoint)]
 
 
 def _decode_v1(raw, schema, trailing: bool):
@@ -234,21 +238,9 @@ class SdkV1(Job):
     trailing = False
 
     def start(self, in_topic, out_topic, checkpoint):
-        from pyspark.sql import functions as F
-
-        from streamlets.runtime.codec import MALFORMED, encode_outlet, record_columns
-        from streamlets.runtime.deadletter import observation_name
-
         self._in_topic = in_topic
-        schema, out_schema = Mapper.inlet.schema, Mapper.out.schema
-        decoded = _decode_v1(self.source(), schema, self.trailing).observe(
-            observation_name("in"),
-            F.count(F.lit(1)).alias("records"),
-            F.sum(F.col(MALFORMED).cast("long")).alias("malformed"),
-        )
-        records = record_columns(decoded.where(~F.col(MALFORMED)), schema)
-        encoded = encode_outlet(spark_map(records), out_schema, (KEY_FIELD,), "bench")
-        return [self.sink(encoded, out_topic, checkpoint)]
+        decoded = _decode_v1(self.source(), Mapper.inlet.schema, self.trailing)
+        return [self.sink_decoded(decoded, out_topic, checkpoint)]
 
 
 class SdkReencode(SdkV1):
@@ -265,20 +257,12 @@ class SdkCompact(SdkV1):
         from pyspark.sql import functions as F
         from pyspark.sql.avro.functions import from_avro
 
-        from streamlets.runtime.codec import MALFORMED, RECORD, encode_outlet, record_columns
-        from streamlets.runtime.deadletter import observation_name
+        from streamlets.runtime.codec import RECORD
 
         self._in_topic = in_topic
-        schema, out_schema = Mapper.inlet.schema, Mapper.out.schema
+        schema = Mapper.inlet.schema
         dec = self.source().withColumn(RECORD, from_avro(F.col("value"), schema.json, {"mode": "PERMISSIVE"}))
-        decoded = compact_malformed(dec, schema).observe(
-            observation_name("in"),
-            F.count(F.lit(1)).alias("records"),
-            F.sum(F.col(MALFORMED).cast("long")).alias("malformed"),
-        )
-        records = record_columns(decoded.where(~F.col(MALFORMED)), schema)
-        encoded = encode_outlet(spark_map(records), out_schema, (KEY_FIELD,), "bench")
-        return [self.sink(encoded, out_topic, checkpoint)]
+        return [self.sink_decoded(compact_malformed(dec, schema), out_topic, checkpoint)]
 
 
 class StreamletJob(Job):
