@@ -202,5 +202,4 @@ class MemorySizeParameter(ConfigParameter):
     type_name = "memorysize"
 
     def convert(self, raw: Any) -> int:
-        """`raw` as bytes, an int (parse_memory_size: `512M`, `1 GiB`, `100kB`); ValueError for other text."""
         return parse_memory_size(raw)
