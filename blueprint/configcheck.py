@@ -38,7 +38,8 @@ from yaml.constructor import SafeConstructor
 
 from streamlets.errors import ConfigError
 
-from .loader import HOCON_SUFFIXES, BlueprintLoadError, _hocon_root, _yaml_root
+from .errors import BlueprintLoadError
+from .nodes import compose
 from .problems import Problem, make_problem
 from .scopes import (CONFIG_PARAMETERS, DELIVERY, KUBERNETES, ON_FAILURE, PROGRESS_TRACKING, STREAMLET_SETTINGS, TRIGGER,
                      POD_KEYS, POD_METADATA, POD_ROLES, RUNTIME_SECTIONS,
@@ -82,7 +83,7 @@ def read_entries(path: Path) -> list[Entry]:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigReadError(f"{path}: cannot read config: {getattr(e, 'strerror', None) or e}") from None
     try:
-        root = _hocon_root(path, text) if path.suffix in HOCON_SUFFIXES else _yaml_root(path, text)
+        root = compose(path, text)
     except BlueprintLoadError as e:
         raise BlueprintLoadError(e.message, path, e.line, e.column, "malformed-config") from None
     if root is None:

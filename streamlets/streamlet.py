@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable
+from typing import Any, ClassVar, Iterable
 
 from .descriptor import (
     InletDescriptor,
@@ -14,16 +14,13 @@ from .descriptor import (
     VolumeMountDescriptor,
 )
 from .errors import ConfigError, DefinitionProblem, StreamletDefinitionError
+from .logic import LogicContext
 from .names import is_config_key, is_dns_label
 from .params import ConfigParameter
 from .ports import ERROR_HANDLING, AvroInlet, AvroOutlet, Port
 from .schema import SchemaError
 from .trigger import Trigger, TriggerError
 from .volumes import ACCESS_MODES, VolumeMount
-
-if TYPE_CHECKING:
-    from .runtime.context import StreamletContext
-
 
 class StreamletShape:
     """The inlets and outlets of a streamlet, in declaration order."""
@@ -33,9 +30,11 @@ class StreamletShape:
         self.outlets = tuple(outlets)
 
     def inlet(self, name: str) -> AvroInlet | None:
+        """The inlet named `name`, or None."""
         return next((p for p in self.inlets if p.name == name), None)
 
     def outlet(self, name: str) -> AvroOutlet | None:
+        """The outlet named `name`, or None."""
         return next((p for p in self.outlets if p.name == name), None)
 
     def __repr__(self) -> str:
@@ -95,18 +94,22 @@ class Streamlet:
 
     @classmethod
     def class_name(cls) -> str:
+        """`module.QualifiedName`: what a blueprint names the class by."""
         return f"{cls.__module__}.{cls.__qualname__}"
 
     @classmethod
     def shape(cls) -> StreamletShape:
+        """The declared inlets and outlets (StreamletShape), in declaration order, base classes first."""
         return cls.__shape__
 
     @classmethod
     def config_parameters(cls) -> tuple[ConfigParameter, ...]:
+        """The declared config parameters, in declaration order, base classes first (defaults already parsed)."""
         return cls.__parameters__
 
     @classmethod
     def volume_mounts(cls) -> tuple[VolumeMount, ...]:
+        """The declared volume mounts, in declaration order, base classes first."""
         return cls.__volume_mounts__
 
     @classmethod
@@ -147,9 +150,11 @@ class Streamlet:
 
     # --- logic ----------------------------------------------------------------------------
 
-    def create_logic(self, ctx: "StreamletContext") -> None:
+    def create_logic(self, ctx: LogicContext) -> None:
         """Build and start the streamlet's streaming queries with `ctx.read_stream`,
-        `ctx.write_stream` and `ctx.start_query`. Called once per run, on the Spark driver."""
+        `ctx.write_stream` and `ctx.start_query`. Called once per run, on the Spark driver, with
+        the runtime's StreamletContext (streamlets.runtime.context), which satisfies the SDK
+        protocol LogicContext (streamlets.logic). NotImplementedError here: an abstract base."""
         raise NotImplementedError(f"{self.class_name()} does not implement create_logic(ctx)")
 
 

@@ -279,11 +279,12 @@ def test_a_module_far_from_any_keeps_the_folder_hint(accapp):
 
 
 def test_one_suggestion_helper_for_ports_keys_and_classes():
+    import blueprint.classes
     import blueprint.loader
     import blueprint.verify
     from blueprint import problems
 
-    for module in (blueprint.loader, blueprint.verify):
+    for module in (blueprint.loader, blueprint.classes, blueprint.verify):
         source = open(module.__file__).read()
         assert "difflib" not in source and "suggest(" in source
     assert problems.suggest("Ingres", ["Ingress", "Egress"], "classes") == "did you mean 'Ingress' or 'Egress'?"
