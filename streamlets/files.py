@@ -39,7 +39,7 @@ from .volumes import VolumeMount
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from .runtime.context import StreamletContext
+    from .logic import LogicContext
 
 # Spark's file source options the ingress sets unless file_options says otherwise: CSV files
 # have a header row; a malformed file stops the query (named in its error) instead of reading
@@ -56,7 +56,7 @@ def _single(cls: type[Streamlet], what: str, items: Sequence[Any]) -> Any:
     return items[0]
 
 
-def read_files(ctx: "StreamletContext", mount: VolumeMount | str, schema: str, *, file_format: str = "csv",
+def read_files(ctx: "LogicContext", mount: VolumeMount | str, schema: str, *, file_format: str = "csv",
                files_per_trigger: int | None = None, options: Mapping[str, Any] | None = None) -> "DataFrame":
     """A streaming DataFrame of the files in a volume mount's folder (Spark's file source,
     `spark.readStream.format(file_format)`): columns as `schema` declares them (Spark DDL, e.g.
@@ -92,13 +92,13 @@ class FileIngress(Streamlet):
     def is_abstract(cls) -> bool:
         return cls is FileIngress or super().is_abstract()
 
-    def transform(self, ctx: "StreamletContext", files: "DataFrame") -> "DataFrame":
+    def transform(self, ctx: "LogicContext", files: "DataFrame") -> "DataFrame":
         """The outlet's records from the files' rows; by default the columns named as the
         outlet's fields, in schema order (a missing one fails the start with Spark's message)."""
         outlet = _single(type(self), "outlet", self.shape().outlets)
         return files.select(*outlet.schema.field_names)
 
-    def create_logic(self, ctx: "StreamletContext") -> None:
+    def create_logic(self, ctx: "LogicContext") -> None:
         cls = type(self)
         outlet: AvroOutlet = _single(cls, "outlet", self.shape().outlets)
         mount = _single(cls, "ReadOnlyMany volume mount",
@@ -198,7 +198,7 @@ class JsonLinesEgress(Streamlet):
     def is_abstract(cls) -> bool:
         return cls is JsonLinesEgress or super().is_abstract()
 
-    def create_logic(self, ctx: "StreamletContext") -> None:
+    def create_logic(self, ctx: "LogicContext") -> None:
         from pyspark.sql import functions as F
         from pyspark.sql.types import TimestampType
 
