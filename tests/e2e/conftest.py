@@ -19,7 +19,7 @@ import subprocess
 
 import pytest
 
-from e2e_support import (APPS, OPERATOR_NS, REPO, SPARK_OPERATOR_NS, helm, images, spark_operator_chart,
+from support.e2e import (APPS, OPERATOR_NS, REPO, SPARK_OPERATOR_NS, helm, images, spark_operator_chart,
                          values_args)
 
 

@@ -10,7 +10,7 @@ import time
 import pytest
 from confluent_kafka import Consumer
 
-from sandbox_helpers import NUMBERS, read_jsonl, run_blueprint, write_numbers
+from support.sandbox import NUMBERS, read_jsonl, run_blueprint, write_numbers
 
 from streamlets.runtime.deadletter import DEAD_LETTER_SCHEMA
 from streamlets.schema import decode

@@ -19,7 +19,7 @@ import fastavro
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from sandbox_helpers import REPO, flight_delays_run_config, run_blueprint
+from support.sandbox import REPO, flight_delays_run_config, run_blueprint
 
 from streamlets.runtime.deadletter import DEAD_LETTER_SCHEMA
 from streamlets.kafka_logging import client_config

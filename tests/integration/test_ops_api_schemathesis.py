@@ -20,7 +20,8 @@ import urllib.request
 
 import pytest
 
-from sandbox_helpers import NUMBERS, read_jsonl, start_blueprint, wait_for_ui, wait_until, write_numbers
+from support.sandbox import NUMBERS, read_jsonl, start_blueprint, wait_for_ui, write_numbers
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -11,16 +11,16 @@ from confluent_kafka import Consumer, Producer
 from streamlets.runtime.deadletter import DEAD_LETTER_SCHEMA
 from streamlets.schema import AvroSchema, decode, encode
 
-from sandbox_helpers import (
+from support.sandbox import (
     NUMBERS,
     processes_mentioning,
     read_jsonl,
     run_blueprint,
     sigkill,
     start_blueprint,
-    wait_until,
     write_numbers,
 )
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_helpers import REPO, flight_delays_run_config, processes_mentioning, run_blueprint, start_blueprint, wait_until
+from support.sandbox import REPO, flight_delays_run_config, processes_mentioning, run_blueprint, start_blueprint
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
