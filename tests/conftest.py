@@ -13,8 +13,8 @@ from support import profiles
 
 # spark: support/spark.py; kafka_broker: support/kafka.py; the real Kubernetes API server
 # (toolchain, kube_env, kube, kube_namespace) and one-node cluster (kube_cluster, cluster_namespace):
-# tests/kube/fixtures.py.
-pytest_plugins = ["support.spark", "support.kafka", "kube.fixtures"]
+# tests/kube/fixtures.py; the operator's (cluster, built, api): support/kube_operator.py.
+pytest_plugins = ["support.spark", "support.kafka", "kube.fixtures", "support.kube_operator"]
 
 profiles.load()
 
