@@ -35,8 +35,6 @@ from flight_delays.prepare import BASE_MTIME, drop_file, prepare  # noqa: E402
 from flight_delays.reference import reference_stats  # noqa: E402
 from flight_delays.results import differences, load_results  # noqa: E402
 
-pytestmark = pytest.mark.e2e
-
 APP = "flight-delays"
 EXAMPLE = REPO / "examples" / "flight-delays"
 CLAIM = f"{APP}-checkpoints"

@@ -18,7 +18,7 @@ from streamlets.state.savepoint import read_savepoint
 from streamlets.state.export import export_state, read_export
 from support.counts_app import Counts, expected, run_config, state_rows, write_file
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 
 class TunableCounts(Counts):

@@ -6,7 +6,6 @@ import re
 import time
 import urllib.request
 
-import pytest
 from pyspark.sql import functions as F
 
 from streamlets import AvroInlet, AvroOutlet, Streamlet
@@ -17,8 +16,6 @@ from streamlets.runtime.transport import FileTransport
 from streamlets.schema import encode
 from streamlets.testkit import _write_batch
 from support.ports import free_port
-
-pytestmark = pytest.mark.integration
 
 READING = {"type": "record", "name": "Reading", "namespace": "test.metrics", "fields": [
     {"name": "id", "type": "long"}, {"name": "value", "type": "double"}]}

@@ -16,7 +16,6 @@ from collections import Counter
 from pathlib import Path
 
 import fastavro
-import pytest
 from confluent_kafka import Consumer, Producer
 
 from support.sandbox import REPO, flight_delays_run_config, run_blueprint
@@ -24,8 +23,6 @@ from support.sandbox import REPO, flight_delays_run_config, run_blueprint
 from streamlets.runtime.deadletter import DEAD_LETTER_SCHEMA
 from streamlets.kafka_logging import client_config
 from streamlets.schema import decode
-
-pytestmark = pytest.mark.integration
 
 APP = REPO / "examples" / "flight-delays"
 BLUEPRINT = str(APP / "blueprint.yaml")

@@ -18,8 +18,6 @@ from support.waiting import wait_until
 from streamlets.runtime.deadletter import DEAD_LETTER_SCHEMA
 from streamlets.schema import decode
 
-pytestmark = pytest.mark.integration
-
 APP = REPO / "examples" / "flight-delays"
 BLUEPRINT = str(APP / "blueprint.yaml")
 sys.path.insert(0, str(APP))

@@ -8,12 +8,8 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
 from support.ports import free_port
 from support.sandbox import NUMBERS, run_blueprint
-
-pytestmark = pytest.mark.integration
 
 RDKAFKA_LINE = re.compile(r"%\d\|\d+\.\d+\|[A-Z_]+\|rdkafka#")
 

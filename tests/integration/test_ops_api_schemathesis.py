@@ -23,8 +23,6 @@ import pytest
 from support.sandbox import NUMBERS, read_jsonl, start_blueprint, wait_for_ui, write_numbers
 from support.waiting import wait_until
 
-pytestmark = pytest.mark.integration
-
 BLUEPRINT = str(NUMBERS / "blueprint.yaml")
 EXAMPLES = int(os.environ.get("STREAMLETS_SCHEMATHESIS_EXAMPLES", "25"))
 

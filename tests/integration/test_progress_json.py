@@ -3,7 +3,6 @@ PySpark's field-by-field conversion: on a real broker and query, what it reads f
 equals what PySpark's conversion gives, and the streamlet's totals and dead letters come out
 of it."""
 
-import pytest
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
 from streamlets.runtime.deadletter import observation_name, progress_offsets
@@ -16,7 +15,6 @@ from support.kafka import count, produce, topics
 from support.realtime_app import APP, Passthrough, run_config
 from support.waiting import wait_until
 
-pytestmark = pytest.mark.integration
 R = Passthrough.shape().inlet("in").schema
 
 

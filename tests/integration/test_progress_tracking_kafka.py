@@ -18,7 +18,6 @@ from support.kafka import count, produce, read_topic, topics
 from support.realtime_app import APP, Counts, Passthrough, run_config
 from support.waiting import wait_until
 
-pytestmark = pytest.mark.integration
 R = Passthrough.shape().inlet("in").schema
 
 

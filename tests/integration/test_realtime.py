@@ -19,8 +19,6 @@ from support.kafka import count, produce, read_topic, topics
 from support.realtime_app import APP, R, TIMEOUT, Counts, Passthrough, run_config
 from support.waiting import wait_until
 
-pytestmark = pytest.mark.integration
-
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "examples" / "flight-delays"))
 from flight_delays.alerts import DelayAlerts  # noqa: E402

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
 from confluent_kafka import Consumer, Producer
 
 from streamlets.runtime.deadletter import DEAD_LETTER_SCHEMA
@@ -21,8 +20,6 @@ from support.sandbox import (
     write_numbers,
 )
 from support.waiting import wait_until
-
-pytestmark = pytest.mark.integration
 
 BLUEPRINT = str(NUMBERS / "blueprint.yaml")
 

@@ -15,8 +15,6 @@ import pytest
 from support.sandbox import NUMBERS, blueprint_cmd, processes_mentioning, start_blueprint, write_numbers
 from support.waiting import wait_until
 
-pytestmark = pytest.mark.integration
-
 
 def _tmpfs(tmp_path, size: str):
     if os.geteuid() != 0:

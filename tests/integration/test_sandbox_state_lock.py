@@ -10,12 +10,8 @@ import signal
 import sys
 from pathlib import Path
 
-import pytest
-
 from support.sandbox import REPO, flight_delays_run_config, processes_mentioning, run_blueprint, start_blueprint
 from support.waiting import wait_until
-
-pytestmark = pytest.mark.integration
 
 APP = REPO / "examples" / "flight-delays"
 BLUEPRINT = str(APP / "blueprint.yaml")

@@ -18,7 +18,7 @@ from streamlets.state.savepoint import (SavepointError, dispose_savepoint, keep_
                                   prune_savepoints, read_savepoint, resolve_savepoint, take_savepoint)
 from support.counts_app import Counts, expected, run_config, state_rows, write_file
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 FILES = 6
 

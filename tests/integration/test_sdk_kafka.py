@@ -13,7 +13,6 @@ import uuid
 from pathlib import Path
 
 import fastavro
-import pytest
 from pyspark.sql import functions as F
 
 from blueprint.sandbox.kafka_broker import end_offsets
@@ -25,8 +24,6 @@ from streamlets.runtime.runner import StreamletRuntime
 from streamlets.schema import AvroSchema, decode, encode
 from streamlets.runtime.transport import KafkaTransport
 from support.kafka import produce, read_topic, topics
-
-pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 APP = "sdk-it"

@@ -24,7 +24,7 @@ from support.kube_operator import GROUP, PLURAL, ROOT, LocalDriver, Operator, ap
 from support.ports import free_port
 from support.waiting import wait_until
 
-pytestmark = [pytest.mark.k8s, pytest.mark.integration, pytest.mark.timeout(420)]
+pytestmark = pytest.mark.timeout(420)
 
 
 # --- helpers ------------------------------------------------------------------------------------
