@@ -31,8 +31,6 @@ from flight_delays.reference import stats_of  # noqa: E402
 from flight_delays.results import load_results, summary  # noqa: E402
 from flight_delays.stats import DepartureDelayStats  # noqa: E402
 
-pytestmark = pytest.mark.integration
-
 UTC = timezone.utc
 DAY2 = datetime(2013, 1, 2, 5, tzinfo=UTC)  # local midnight starting January 2 (EST = UTC-5)
 NOON1 = datetime(2013, 1, 1, 17, tzinfo=UTC)  # local noon of January 1

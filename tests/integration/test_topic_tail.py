@@ -9,16 +9,13 @@ import sys
 import uuid
 from pathlib import Path
 
-import pytest
 from confluent_kafka import Producer
 
 from blueprint.sandbox.kafka_broker import create_topics
 from streamlets.kafka_logging import client_config
 from streamlets.schema import AvroSchema, encode
+from support.sandbox import NUMBERS
 
-pytestmark = pytest.mark.integration
-
-NUMBERS = Path(__file__).resolve().parent / "apps" / "numbers"
 NUMBER = {"type": "record", "name": "Number", "namespace": "test.numbers",
           "fields": [{"name": "id", "type": "long"}, {"name": "value", "type": "long"}, {"name": "group", "type": "string"}]}
 

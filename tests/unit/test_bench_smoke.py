@@ -9,7 +9,7 @@ import io
 import fastavro
 import pytest
 
-from bench_helpers import bench_module
+from support.bench import bench_module
 
 
 @pytest.fixture(scope="module")
