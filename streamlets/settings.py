@@ -139,3 +139,4 @@ PROGRESS_TRACKING = Setting(
     progress_tracking_text, r"^(sync|async|async [1-9][0-9]* milliseconds)$")
 
 SETTINGS: dict[str, Setting] = {s.key: s for s in (ON_FAILURE, DELIVERY, TRIGGER, PROGRESS_TRACKING)}
+BY_FIELD: dict[str, Setting] = {s.field: s for s in SETTINGS.values()}  # by run config field: `progress_tracking`

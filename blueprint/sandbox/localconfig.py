@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from streamlets.settings import SETTINGS
+from streamlets.settings import BY_FIELD, SETTINGS
 
 from ..configcheck import COMMAND_LINE, ConfigReadError, Entry, config_entries
 from ..errors import BlueprintError
@@ -33,8 +33,6 @@ from ..scopes import STREAMLET_SECTIONS as SECTIONS
 # Deploy-time scopes a shared config file may carry (DEPLOY_ONLY_TOP_LEVEL); the sandbox applies
 # runtimes.spark.config to every streamlet and leaves the rest (pods, topic sizes, the Kafka
 # cluster) to the operator.
-
-_FIELDS = {s.field: s for s in SETTINGS.values()}
 
 
 class LocalConfigError(BlueprintError, ValueError):
@@ -54,16 +52,16 @@ class StreamletSettings:
 
     def __init__(self, config_parameters: dict[str, Any] | None = None, volume_mounts: dict[str, str] | None = None,
                  spark: dict[str, str] | None = None, **settings: str | None) -> None:
-        unknown = sorted(set(settings) - set(_FIELDS))
+        unknown = sorted(set(settings) - set(BY_FIELD))
         if unknown:
-            raise TypeError(f"no streamlet setting {', '.join(unknown)} (streamlets.settings: {', '.join(_FIELDS)})")
+            raise TypeError(f"no streamlet setting {', '.join(unknown)} (streamlets.settings: {', '.join(BY_FIELD)})")
         self.config_parameters = dict(config_parameters or {})
         self.volume_mounts = dict(volume_mounts or {})
         self.spark = dict(spark or {})
-        self.settings = {k: _FIELDS[k].normal(v) for k, v in settings.items() if v is not None}
+        self.settings = {k: BY_FIELD[k].normal(v) for k, v in settings.items() if v is not None}
 
     def __getattr__(self, name: str) -> str | None:
-        if name in _FIELDS:
+        if name in BY_FIELD:
             return self.__dict__.get("settings", {}).get(name)
         raise AttributeError(name)
 
@@ -84,7 +82,8 @@ def settings_from_entries(entries: Iterable[Entry], streamlets: Iterable[str]) -
             continue
         target = settings[str(scope.owner)]
         if scope.is_streamlet_setting():
-            target.settings[str(scope.section).replace("-", "_")] = setting_value(str(scope.section), e.value)
+            setting = SETTINGS[str(scope.section)]
+            target.settings[setting.field] = setting.normal(e.value)
         elif scope.section == CONFIG_PARAMETERS:
             target.config_parameters[scope.item] = e.value
         elif scope.section == VOLUME_MOUNTS:

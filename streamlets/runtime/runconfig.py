@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
-from ..settings import DELIVERY, ON_FAILURE, PROGRESS_TRACKING, SETTINGS, TRIGGER, Setting
+from ..settings import BY_FIELD, DELIVERY, ON_FAILURE, PROGRESS_TRACKING, TRIGGER, Setting
 
 # The driver's Prometheus endpoint (streamlets.runtime.metrics, served by streamlets.driver): the
 # port the driver binds unless $STREAMLETS_METRICS_PORT says otherwise, and what the operator
@@ -100,11 +100,11 @@ class StreamletRunConfig(BaseModel):
     dry_run: bool = Field(default=False, description="check against the checkpoint only: every sink is Spark's noop "
                           "sink, one micro-batch (trigger once), no dead letters (the restore check)")
 
-    @field_validator(*(setting.field for setting in SETTINGS.values()))
+    @field_validator(*BY_FIELD)
     @classmethod
     def _setting_value(cls, value: str | None, info: ValidationInfo) -> str | None:
         # streamlets.settings: the value in its normal text; ValueError: pydantic's ValidationError names the field
-        return None if value is None else SETTINGS[str(info.field_name).replace("_", "-")].normal(value)
+        return None if value is None else BY_FIELD[str(info.field_name)].normal(value)
 
     def checkpoint_location(self, query: str) -> str:
         return f"{self.checkpoint_root.rstrip('/')}/{query}"
