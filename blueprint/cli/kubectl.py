@@ -17,6 +17,9 @@ declarations carried in the resource), Spark settings and pod resources of a run
 application; the operator redeploys only the streamlets whose settings changed. Exit status:
 0 done, 1 refused (invalid settings, unknown application or streamlet), 2 usage, I/O or API
 error. Never a traceback.
+
+The API client is blueprint.deploy.cluster.Cluster; specs are read and patched as
+blueprint.deploy.spec.ApplicationSpec.
 """
 
 from __future__ import annotations
