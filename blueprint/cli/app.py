@@ -351,9 +351,11 @@ def graph(
 
 
 from .state import control, savepoint_app, state_app  # noqa: E402  (the commands register below)
+from .topic import topic_app  # noqa: E402
 
 app.add_typer(savepoint_app, name="savepoint")
 app.add_typer(state_app, name="state")
+app.add_typer(topic_app, name="topic")
 app.command("control")(control)
 
 

@@ -37,7 +37,8 @@ def default_state_dir(app_id: str) -> Path:
     return (Path.cwd() / ".streamlets" / app_id).resolve()
 
 
-def _blueprint(file: Path):
+def blueprint_and_classes(file: Path):
+    """The blueprint and its streamlet classes, or one line (fail) naming the file or the broken classes."""
     from ..loader import BlueprintLoadError, BlueprintReadError, import_streamlets, load_blueprint
 
     try:
@@ -50,6 +51,21 @@ def _blueprint(file: Path):
     if broken:
         fail("; ".join(f"streamlet {n!r}: {c}" for n, c in broken.items()) + " (run `blueprint verify`)")
     return bp, classes
+
+
+def sandbox_bootstrap(bp, state_dir: Path | None, kafka: str | None) -> str:
+    """`kafka` if given, else the bootstrap servers of the sandbox running `bp` (its
+    `<state dir>/sandbox.json`); fail with one line saying how to start or name it."""
+    if kafka is not None:
+        return kafka
+    info = (state_dir or default_state_dir(bp.app_id)).resolve() / "sandbox.json"
+    if not info.is_file():
+        fail(f"no running sandbox of {bp.app_id!r} ({info} is missing): start it with `blueprint run`, "
+             "or give --kafka or --state-dir")
+    try:
+        return str(json.loads(info.read_text())["bootstrap_servers"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        fail(f"cannot read {info} ({e}): is the sandbox running? Give --kafka instead", EXIT_USAGE)
 
 
 @contextlib.contextmanager
@@ -105,7 +121,7 @@ def take(
     from ..ops.model import batch_ids_text
     from streamlets.runtime.storage import LocalStorage
 
-    bp, classes = _blueprint(file)
+    bp, classes = blueprint_and_classes(file)
     state = (state_dir or default_state_dir(bp.app_id)).resolve()
     root = savepoints or str(state / "savepoints")
     unknown = sorted(set(streamlets or []) - set(bp.streamlets))
@@ -289,15 +305,7 @@ def control(
         if pair is None:
             fail(f"--arg {item!r}: expected KEY=VALUE", EXIT_USAGE)
         parsed[pair[0]] = pair[1]
-    if kafka is None:
-        info = (state_dir or default_state_dir(bp.app_id)).resolve() / "sandbox.json"
-        if not info.is_file():
-            fail(f"no running sandbox of {bp.app_id!r} ({info} is missing): start it with `blueprint run`, "
-                 "or give --kafka or --state-dir")
-        try:
-            kafka = json.loads(info.read_text())["bootstrap_servers"]
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            fail(f"cannot read {info} ({e}): is the sandbox running? Give --kafka instead", EXIT_USAGE)
+    kafka = sandbox_bootstrap(bp, state_dir, kafka)
 
     def body():
         if custom:  # answered, if at all, by the streamlet's own outlets

@@ -90,8 +90,17 @@ def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings:
         raise SandboxError(f"streamlet {name!r} declares no volume mount(s) {', '.join(unknown)} "
                            f"(declared: {', '.join(sorted(declared)) or 'none'})")
     mounts = {m: settings.volume_mounts.get(m) or str(state_dir / "volumes" / name / m) for m in declared}
-    for folder in mounts.values():
-        Path(folder).mkdir(parents=True, exist_ok=True)
+    read_only = {m.name for m in cls.volume_mounts() if m.access_mode == "ReadOnlyMany"}
+    for mount, folder in mounts.items():
+        if mount not in read_only:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+        elif not Path(folder).is_dir():
+            # A source the sandbox created would be an empty input and a green run that read nothing.
+            what = "is no folder" if Path(folder).exists() else "does not exist"
+            raise SandboxError(f"streamlet {name!r}: volume mount {mount!r} (ReadOnlyMany: its input) maps to {folder}, "
+                               f"which {what}; map it to the folder holding the input in the run config "
+                               f"(streamlets.{name}.volume-mounts.{mount} = <folder>, relative to the config file) "
+                               f"or create {folder}")
     return StreamletRunConfig(
         app_id=bp.app_id,
         streamlet=name,
@@ -109,6 +118,21 @@ def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings:
         spark_conf=settings.spark,
         **settings.settings,  # streamlets.settings: unset ones take the run config's defaults
     )
+
+
+def empty_inputs(runs: list[StreamletRunConfig], classes: dict[str, type]) -> list[str]:
+    """One line per ReadOnlyMany volume mount whose folder holds no file yet (the streamlet has no
+    input until files arrive there), for the sandbox's warnings."""
+    lines = []
+    for run in runs:
+        for mount in classes[run.streamlet].volume_mounts():
+            folder = Path(run.volume_mounts[mount.name])
+            # Spark's file sources skip names starting with `.` or `_` (InMemoryFileIndex)
+            if mount.access_mode == "ReadOnlyMany" and not any(
+                    p.is_file() and not p.name.startswith((".", "_")) for p in folder.rglob("*")):
+                lines.append(f"streamlet {run.streamlet!r}: volume mount {mount.name!r} ({folder}) is empty: "
+                             f"it reads nothing until files arrive there")
+    return lines
 
 
 class Sandbox:
@@ -169,16 +193,36 @@ class Sandbox:
             h.setFormatter(fmt)
             lg.addHandler(h)
 
-    def _start_kafka(self) -> str:
+    def _start_kafka_and_spark(self) -> str:
+        """Start the Kafka broker and Spark at once (each takes seconds, mostly a JVM starting);
+        returns the bootstrap servers, with the application's topics created, and sets
+        self.broker and self.spark. The broker starts in this thread, as its JVM ends with the
+        thread that started it (PR_SET_PDEATHSIG, blueprint.sandbox.kafka_broker); Spark in
+        another, which this one awaits whatever becomes of the broker, so that _shutdown finds
+        both. Raises the broker's error first, else Spark's."""
+        from concurrent.futures import ThreadPoolExecutor
+
         from .kafka_broker import KafkaBroker, create_topics
 
-        if self.options.kafka:
-            bootstrap = self.options.kafka
-        else:
+        if not self.options.kafka:
             self.console.print(f"starting Kafka broker (state in {self.state_dir / 'kafka'})")
-            self.broker = KafkaBroker(self.state_dir / "kafka").start()
-            bootstrap = self.broker.bootstrap_servers
-        create_topics(bootstrap, application_topics(self.bp))
+        self.console.print(f"starting Spark (log in {self.state_dir / 'logs' / 'spark.log'})")
+        with ThreadPoolExecutor(1, thread_name_prefix="spark-start") as pool:
+            spark = pool.submit(self._start_spark)  # prints nothing: its JVM's start redirects fds 1 and 2
+            try:
+                if self.options.kafka:
+                    bootstrap = self.options.kafka
+                else:
+                    self.broker = KafkaBroker(self.state_dir / "kafka").start()
+                    bootstrap = self.broker.bootstrap_servers
+                create_topics(bootstrap, application_topics(self.bp))
+            except BaseException:
+                try:
+                    self.spark = spark.result()
+                except Exception:  # the broker's error is the one to show
+                    pass
+                raise
+            self.spark = spark.result()
         return bootstrap
 
     def _start_spark(self):
@@ -188,7 +232,6 @@ class Sandbox:
 
         logs = self.state_dir / "logs"
         conf = log4j_conf(logs)
-        self.console.print(f"starting Spark (log in {logs / 'spark.log'})")
         with jvm_output_to(logs / "spark.log"):
             return build_spark_session(f"sandbox-{self.bp.app_id}", conf, master=self.options.master)
 
@@ -229,15 +272,17 @@ class Sandbox:
                            trigger=self.options.trigger)
             for name in self.bp.streamlets
         ]
+        for line in empty_inputs(runs, self.classes):
+            self.console.print(f"[yellow]warning:[/] {line}")
+
         def on_signal(*_):
             self.stop_requested.set()
 
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            bootstrap = self._start_kafka()
+            bootstrap = self._start_kafka_and_spark()
             if self.broker is not None:
                 self._disk.follow(self.broker.log_file)
-            self.spark = self._start_spark()
             # PySpark's SparkContext installs its own SIGINT handler (cancel jobs, raise
             # KeyboardInterrupt); ours stops the queries first and then Spark, in order.
             signal.signal(signal.SIGINT, on_signal)

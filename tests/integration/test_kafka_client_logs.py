@@ -55,9 +55,12 @@ def test_sandbox_puts_kafka_client_lines_in_sandbox_log(tmp_path):
     """`blueprint run --kafka` at a broker that is not there: one error line on the terminal, the
     clients' connection errors in logs/sandbox.log."""
     state = tmp_path / "state"
+    source = state / "volumes" / "ingress" / "source"  # the read-only mount's default folder, empty
+    source.mkdir(parents=True)
     result = run_blueprint("run", str(NUMBERS / "blueprint.yaml"), "--state-dir", str(state),
                            "--kafka", f"127.0.0.1:{dead_port()}", timeout=300)
     assert result.returncode == 1
+    assert f"warning: streamlet 'ingress': volume mount 'source' ({source}) is empty" in " ".join(result.stdout.split())
     assert not RDKAFKA_LINE.search(result.stdout + result.stderr), (result.stdout + result.stderr)[-2000:]
     errors = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and errors[0].startswith("error: creating topic "), result.stderr
