@@ -203,3 +203,15 @@ class MemorySizeParameter(ConfigParameter):
 
     def convert(self, raw: Any) -> int:
         return parse_memory_size(raw)
+
+
+def parameter_for(key: str, type_name: str | None, pattern: str | None = None) -> ConfigParameter:
+    """The ConfigParameter of a declaration carried as data (a descriptor's config_parameters
+    entry: key, `type_name` as a class's ConfigParameter.type_name, pattern), to check a value
+    against it: a RegExpParameter when there is a pattern, else the class of that type name
+    (StringParameter for one it does not know)."""
+    if pattern:
+        return RegExpParameter(key, pattern=pattern)
+    kinds = {cls.type_name: cls for cls in (StringParameter, IntegerParameter, DoubleParameter, BooleanParameter,
+                                            DurationParameter, MemorySizeParameter)}
+    return kinds.get(type_name or "", StringParameter)(key)

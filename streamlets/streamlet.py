@@ -19,6 +19,7 @@ from .names import is_config_key, is_dns_label
 from .params import ConfigParameter
 from .ports import ERROR_HANDLING, AvroInlet, AvroOutlet, Port
 from .schema import SchemaError
+from .settings import ON_FAILURE, STOP
 from .trigger import Trigger, TriggerError
 from .volumes import ACCESS_MODES, VolumeMount
 
@@ -76,7 +77,7 @@ class Streamlet:
     # What a failed query does: "stop" (the failure stands) or "quarantine" (streamlets.runtime.quarantine:
     # records that make the logic fail go to the dead-letter topic and are skipped). The deploy
     # config's streamlets.<name>.on-failure wins.
-    on_failure: ClassVar[str] = "stop"
+    on_failure: ClassVar[str] = STOP
     # How the streamlet's queries are triggered (streamlets.trigger.Trigger); the deploy config's
     # streamlets.<name>.trigger overrides it. Trigger.real_time("5 seconds") asks for Real-Time Mode.
     trigger: ClassVar["Trigger | None"] = None
@@ -179,8 +180,8 @@ def _check_class(cls: type[Streamlet]) -> list[DefinitionProblem]:
     inlets = [p for p in ports if isinstance(p, AvroInlet)]
     outlets = [p for p in ports if isinstance(p, AvroOutlet)]
     seen: set[str] = set()
-    if getattr(cls, "on_failure", "stop") not in ("stop", "quarantine"):
-        add("invalid-on-failure", f"on_failure must be 'stop' or 'quarantine', not {cls.on_failure!r}")
+    if getattr(cls, "on_failure", STOP) not in ON_FAILURE.values:
+        add("invalid-on-failure", f"on_failure must be {' or '.join(map(repr, ON_FAILURE.values))}, not {cls.on_failure!r}")
     for port in ports:
         label = f"{port.role} {port.name!r}"
         if not is_dns_label(port.name):

@@ -25,6 +25,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..configcheck import key_value
 from .errors import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, CliError, command_app, fail, guard  # noqa: F401
 
 savepoint_app = command_app(help="Savepoints of a sandbox application's streamlets: take, list, inspect, dispose.")
@@ -300,10 +301,10 @@ def control(
         fail(f"{file} has no streamlet {streamlet!r} (it has {', '.join(bp.streamlets)})", EXIT_USAGE)
     parsed = {}
     for item in args or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
+        pair = key_value(item)
+        if pair is None:
             fail(f"--arg {item!r}: expected KEY=VALUE", EXIT_USAGE)
-        parsed[key.strip()] = value.strip()
+        parsed[pair[0]] = pair[1]
     kafka = sandbox_bootstrap(bp, state_dir, kafka)
 
     def body():

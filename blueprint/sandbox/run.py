@@ -28,6 +28,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.live import Live
 
+from blueprint.configcheck import Entry
 from blueprint.model import Blueprint
 from blueprint.topics import application_topics, dead_letter_topic, topic_bindings
 from streamlets.config import StreamletConfig
@@ -36,7 +37,7 @@ from streamlets.runtime.runconfig import StreamletRunConfig
 from streamlets.runtime.runner import start_control_listener
 
 from .diskspace import DiskWatch
-from .localconfig import LocalConfigError, StreamletSettings, load_settings
+from .localconfig import LocalConfigError, StreamletSettings, load_settings, settings_from_entries
 from .statelock import StateLock
 from .view import TopicRow, plain_line, render
 from ..errors import BlueprintError
@@ -51,6 +52,9 @@ class SandboxOptions:
     state_dir: Path | None = None
     config_file: Path | None = None
     overrides: list[str] = field(default_factory=list)
+    # the config file's entries, then the overrides', as `blueprint run` checked them (blueprint.configcheck);
+    # None: config_file and overrides are read here
+    entries: list[Entry] | None = None
     kafka: str | None = None
     exit_when_done: bool = False
     idle_seconds: float = 5.0  # quiet time (no input anywhere) that counts as "all input processed"
@@ -111,11 +115,8 @@ def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings:
         state_dump_root=str(state_dir / "dumps"),
         dead_letter_topic=dead_letter_topic(bp),
         trigger_interval=trigger,
-        trigger=settings.trigger,
         spark_conf=settings.spark,
-        on_failure=settings.on_failure,
-        delivery=settings.delivery or "exactly-once",
-        progress_tracking=settings.progress_tracking or "sync",
+        **settings.settings,  # streamlets.settings: unset ones take the run config's defaults
     )
 
 
@@ -253,7 +254,8 @@ class Sandbox:
         from streamlets.runtime.transport import KafkaTransport
 
         try:
-            settings = load_settings(self.options.config_file, self.options.overrides, self.bp.streamlets)
+            settings = settings_from_entries(self.options.entries, self.bp.streamlets) if self.options.entries is not None \
+                else load_settings(self.options.config_file, self.options.overrides, self.bp.streamlets)
         except LocalConfigError as e:
             raise SandboxError(str(e)) from None
         unknown = sorted(set(self.options.state_partitions) - set(self.bp.streamlets))

@@ -50,15 +50,14 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
 from ..kafka_logging import client_config
+from ..settings import AT_LEAST_ONCE, DELIVERY, EXACTLY_ONCE  # noqa: F401  (EXACTLY_ONCE: the runtime's name for it too)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 log = logging.getLogger("streamlets.exactly_once")
 
-EXACTLY_ONCE = "exactly-once"
-AT_LEAST_ONCE = "at-least-once"
-DELIVERY_MODES = (EXACTLY_ONCE, AT_LEAST_ONCE)
+DELIVERY_MODES = DELIVERY.values  # the setting's modes, EXACTLY_ONCE (its default) and AT_LEAST_ONCE: streamlets.settings
 # The ledger topic's config: compacted, so it keeps about one record per outlet query; segments
 # roll every 10 minutes (segment.ms) so compaction reaches them: a start reads at most about 10
 # minutes of ledger records.
@@ -417,7 +416,7 @@ def delivery_for(run_delivery: str | None, transport: Any, dry_run: bool = False
 
     if dry_run or real_time or not isinstance(transport, KafkaTransport):
         return AT_LEAST_ONCE
-    return run_delivery or EXACTLY_ONCE
+    return run_delivery or str(DELIVERY.default)
 
 
 def transactional_stream_writer(ctx: Any, encoded: "DataFrame", topic: str, query_name: str):
