@@ -8,17 +8,17 @@ and through a chain of three (topic -> A -> topic -> B -> topic -> C -> topic).
 One Kafka broker (started here) and one SparkSession serve every variant; each variant gets
 fresh topics. With --hops 3 every variant runs three maps in a row, each its own query
 (streamlet, Quix application) reading the topic the one before writes; the record is timed from
-its produce into the first topic to its receipt from the last. A producer process sends the flight events of bench_map (Avro, 12 fields) at a
+its produce into the first topic to its receipt from the last. A producer process sends the flight events of flight_workload (Avro, 12 fields) at a
 steady rate (ticks of 1 ms, linger.ms 0) for --seconds, keyed by flight_id; a consumer process
 reads the output topic and notes when each mapped record arrives. Latency = receipt time -
 the time the record was handed to the producer (both on this machine's clock, time.time()).
 Before the measured window the variant runs until a warm-up record has come through.
 
-Variants (the map is bench_map's: add dep_delay_hours):
+Variants (the map is flight_workload's: add dep_delay_hours):
 - baseline-mb: hand-written PySpark job, Kafka -> from_avro -> map -> to_avro -> Kafka, default trigger
 - baseline-mb-async: the same with Spark's asynchronous progress tracking (asyncProgressTrackingEnabled)
 - baseline-rt: the same query with Spark 4.1's Real-Time Mode trigger (update mode)
-- streamlet-mb: bench_map's Mapper started by StreamletRuntime, default (micro-batch) trigger,
+- streamlet-mb: flight_workload's Mapper started by StreamletRuntime, default (micro-batch) trigger,
   exactly-once outlet (one Kafka transaction per micro-batch: consumers see a batch when it commits)
 - streamlet-mb-alo: the same with `delivery = at-least-once` (Spark's Kafka sink): the latency
   exactly-once costs is streamlet-mb against this
@@ -56,7 +56,8 @@ for p in (str(REPO), str(HERE)):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from bench_map import FLIGHT_EVENT, KEY_FIELD, MAPPED_FLIGHT, Mapper, flight_record, spark_map, _encode  # noqa: E402
+from flight_workload import FLIGHT_EVENT, KEY_FIELD, MAPPED_FLIGHT, Mapper, encode_mapped, flight_record, spark_map  # noqa: E402
+from quix_peer import quix_map  # noqa: E402
 from streamlets import AvroInlet, AvroOutlet, Streamlet  # noqa: E402
 from streamlets.trigger import DEFAULT_CHECKPOINT_INTERVAL  # noqa: E402
 
@@ -66,7 +67,7 @@ WARMUP_KEY_OFFSET = 10**9
 
 
 class MappedMapper(Streamlet):
-    """The chain's second and third hops: bench_map's map again, on its own output (dep_delay_hours
+    """The chain's second and third hops: flight_workload's map again, on its own output (dep_delay_hours
     computed anew)."""
 
     inlet = AvroInlet("in", MAPPED_FLIGHT)
@@ -162,34 +163,6 @@ def _consumer(bootstrap: str, topic: str, partitions: int, expected: int, start_
     out_q.put({i: t for i, t in enumerate(at) if t})
 
 
-def _quix(bootstrap: str, in_topic: str, out_topic: str, reader_schema: dict = FLIGHT_EVENT) -> None:
-    """The map in Quix Streams: bytes in, fastavro decode, map, fastavro encode, bytes out."""
-    import io
-
-    import fastavro
-    from quixstreams import Application
-
-    reader, writer = fastavro.parse_schema(reader_schema), fastavro.parse_schema(MAPPED_FLIGHT)
-
-    def mapped(value: bytes) -> bytes:
-        rec = fastavro.schemaless_reader(io.BytesIO(value), reader, None)
-        rec["dep_delay_hours"] = None if rec["dep_delay"] is None else rec["dep_delay"] / 60.0
-        buf = io.BytesIO()
-        fastavro.schemaless_writer(buf, writer, rec)
-        return buf.getvalue()
-
-    import tempfile
-
-    app = Application(broker_address=bootstrap, consumer_group=f"quix-{uuid.uuid4().hex[:8]}",
-                      state_dir=tempfile.mkdtemp(prefix="bench-quix-"),
-                      auto_offset_reset="earliest", producer_extra_config={"linger.ms": 0},
-                      consumer_extra_config={"fetch.wait.max.ms": 1}, loglevel="WARNING")
-    src = app.topic(in_topic, value_deserializer="bytes", key_deserializer="bytes")
-    dst = app.topic(out_topic, value_serializer="bytes", key_serializer="bytes")
-    app.dataframe(src).apply(mapped).to_topic(dst)
-    app.run()
-
-
 # --- the Spark variants --------------------------------------------------------------------------
 
 def start_spark_variant(spark, name: str, bootstrap: str, topics: list[str], checkpoint: str, interval: str):
@@ -207,7 +180,7 @@ def start_spark_variant(spark, name: str, bootstrap: str, topics: list[str], che
             src = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
                    .option("subscribe", in_topic).option("startingOffsets", "earliest").load())
             records = src.select(from_avro(F.col("value"), json.dumps(hop_schema(i))).alias("r")).select("r.*")
-            writer = (_encode(spark_map(records)).writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+            writer = (encode_mapped(spark_map(records)).writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
                       .option("topic", out_topic).option("checkpointLocation", f"{checkpoint}/{i}"))
             if name.endswith("rt"):
                 writer = Trigger.real_time(interval).apply(writer.outputMode("update"))
@@ -301,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def start_quix(bootstrap: str, topics: list[str]):
     """One Quix Streams process per hop; returns a stop() callable."""
-    procs = [mp.get_context("spawn").Process(target=_quix, args=(bootstrap, a, b, hop_schema(i)))
+    procs = [mp.get_context("spawn").Process(target=quix_map, args=(bootstrap, a, b, hop_schema(i)))
              for i, (a, b) in enumerate(zip(topics[:-1], topics[1:], strict=True))]
     for proc in procs:
         proc.start()

@@ -44,132 +44,22 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-if str(REPO) not in sys.path:  # run as a script from anywhere: the repo's packages first
-    sys.path.insert(0, str(REPO))
+for p in (str(REPO), str(HERE)):  # run as a script from anywhere: the repo's packages first
+    if p not in sys.path:
+        sys.path.insert(0, p)
 
 import fastavro  # noqa: E402
 
-from streamlets import AvroInlet, AvroOutlet, Streamlet  # noqa: E402
-
-# ---------------------------------------------------------------------------------------------
-# Schemas and records
-
-FLIGHT_EVENT = {
-    "type": "record",
-    "name": "FlightEvent",
-    "namespace": "bench.flights",
-    "fields": [
-        {"name": "flight_id", "type": "string"},
-        {"name": "origin", "type": "string"},
-        {"name": "dest", "type": "string"},
-        {"name": "carrier", "type": "string"},
-        {"name": "flight", "type": "int"},
-        {"name": "tailnum", "type": ["null", "string"], "default": None},
-        {"name": "time_hour", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-        {"name": "sched_dep_time", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-        {"name": "dep_delay", "type": ["null", "double"], "default": None},
-        {"name": "arr_delay", "type": ["null", "double"], "default": None},
-        {"name": "distance", "type": "int"},
-        {"name": "cancelled", "type": "boolean"},
-    ],
-}
-
-MAPPED_FLIGHT = {
-    "type": "record",
-    "name": "MappedFlight",
-    "namespace": "bench.flights",
-    "fields": FLIGHT_EVENT["fields"] + [{"name": "dep_delay_hours", "type": ["null", "double"], "default": None}],
-}
-
-KEY_FIELD = "flight_id"
-ORIGINS = ("EWR", "JFK", "LGA")
-DESTS = ("ATL", "BOS", "CLT", "DCA", "DEN", "DFW", "DTW", "FLL", "IAH", "LAX",
-         "MCO", "MIA", "MSP", "ORD", "RDU", "SFO", "SEA", "TPA", "PHL", "BNA")
-CARRIERS = ("UA", "AA", "B6", "DL", "EV", "MQ", "US", "WN", "VX", "FL", "AS", "9E")
-BASE_MS = 1_356_998_400_000  # 2013-01-01T00:00:00Z
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def _mix(i: int) -> int:
-    """A cheap deterministic hash of the record index (so records can be rebuilt to check output)."""
-    x = (i * 0x9E3779B1 + 0x7F4A7C15) & 0xFFFFFFFF
-    x ^= x >> 15
-    x = (x * 0x2C1B3C6D) & 0xFFFFFFFF
-    return x ^ (x >> 12)
-
-
-def flight_record(i: int) -> dict[str, Any]:
-    """Input record number `i` (deterministic): about 70 bytes of Avro."""
-    h = _mix(i)
-    cancelled = h % 37 == 0
-    time_hour = BASE_MS + (i // 40) * 3_600_000
-    carrier = CARRIERS[h % len(CARRIERS)]
-    flight = 1 + (h >> 4) % 6000
-    origin = ORIGINS[i % 3]
-    return {
-        "flight_id": f"2013{1 + (i // 40) % 12:02d}{1 + (i // 480) % 28:02d}-{carrier}{flight}-{origin}-{i}",
-        "origin": origin,
-        "dest": DESTS[(h >> 8) % len(DESTS)],
-        "carrier": carrier,
-        "flight": flight,
-        "tailnum": None if h % 53 == 0 else f"N{(h >> 6) % 1000:03d}{carrier}",
-        "time_hour": time_hour,
-        "sched_dep_time": time_hour + ((h >> 10) % 60) * 60_000,
-        "dep_delay": None if cancelled else float((h >> 12) % 180) - 20.0 + ((h >> 3) % 4) * 0.25,
-        "arr_delay": None if cancelled or h % 41 == 0 else float((h >> 14) % 200) - 30.0,
-        "distance": 80 + (h >> 16) % 4900,
-        "cancelled": cancelled,
-    }
-
-
-def record_index(flight_id: str) -> int:
-    return int(flight_id.rsplit("-", 1)[1])
-
-
-def expected_output(i: int) -> dict[str, Any]:
-    """What both jobs must write for input record `i` (the map, in Python)."""
-    rec = flight_record(i)
-    rec["dep_delay_hours"] = None if rec["dep_delay"] is None else rec["dep_delay"] / 60.0
-    return rec
-
-
-def spark_map(df):
-    """The map, as a Spark expression: the same in both jobs."""
-    from pyspark.sql import functions as F
-
-    return df.withColumn("dep_delay_hours", F.col("dep_delay") / F.lit(60.0))
-
-
-class Mapper(Streamlet):
-    """Adds dep_delay_hours to each flight event."""
-
-    inlet = AvroInlet("in", FLIGHT_EVENT)
-    out = AvroOutlet("out", MAPPED_FLIGHT, key=KEY_FIELD)
-
-    def create_logic(self, ctx) -> None:
-        ctx.write_stream(spark_map(ctx.read_stream(self.inlet)), self.out)
-
-
-try:
-    class CheckedMapper(Streamlet):
-        """Mapper whose inlet also counts values with trailing bytes as malformed (opt-in)."""
-
-        inlet = AvroInlet("in", FLIGHT_EVENT, check_trailing_bytes=True)
-        out = AvroOutlet("out", MAPPED_FLIGHT, key=KEY_FIELD)
-
-        def create_logic(self, ctx) -> None:
-            ctx.write_stream(spark_map(ctx.read_stream(self.inlet)), self.out)
-except TypeError:  # an SDK without the option
-    CheckedMapper = None  # type: ignore[assignment,misc]
-
+from flight_workload import (  # noqa: E402
+    FLIGHT_EVENT, KEY_FIELD, MAPPED_FLIGHT, epoch_millis, expected_output, flight_record, record_index)
+from map_jobs import DEAD_LETTERS, DEFAULT_VARIANTS, JOBS, Job  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------
 # Kafka: fill the input topic, check an output topic
@@ -209,10 +99,6 @@ def produce_records(bootstrap: str, topic: str, n: int, partitions: int, start: 
     if left:
         raise RuntimeError(f"{left} records left unsent to {topic}")
     return time.perf_counter() - t0
-
-
-def _ms(value: Any) -> Any:
-    return round((value - EPOCH) / timedelta(milliseconds=1)) if isinstance(value, datetime) else value
 
 
 def committed_count(bootstrap: str, topic: str, ends: dict[int, int]) -> int:
@@ -273,7 +159,7 @@ def check_output(bootstrap: str, topic: str, n: int, sample: int = 300) -> int:
                         if msg.error() is not None:
                             raise AssertionError(f"{topic}[{p}]: {msg.error()}")
                         value = fastavro.schemaless_reader(io.BytesIO(msg.value()), parsed, None)
-                        record = {k: _ms(v) for k, v in value.items()}
+                        record = {k: epoch_millis(v) for k, v in value.items()}
                         i = record_index(record[KEY_FIELD])
                         expected = expected_output(i)
                         assert record == expected, f"{topic}[{p}]@{msg.offset()}: {record} != {expected}"
@@ -285,382 +171,6 @@ def check_output(bootstrap: str, topic: str, n: int, sample: int = 300) -> int:
     finally:
         consumer.close()
     return checked
-
-
-# ---------------------------------------------------------------------------------------------
-# The jobs
-
-
-class Job:
-    """One way of running the map: `start(...)` starts it and returns the queries to wait for;
-    `finish()` runs after awaitTermination (outside the timed part)."""
-
-    name = "?"
-    description = ""
-
-    def __init__(self, spark, bootstrap: str, max_offsets: int | None) -> None:
-        self.spark = spark
-        self.bootstrap = bootstrap
-        self.max_offsets = max_offsets
-
-    def start(self, in_topic: str, out_topic: str, checkpoint: str) -> list:
-        raise NotImplementedError
-
-    def finish(self) -> None:
-        pass
-
-    # Hand-written jobs share these: the same source and sink options the streamlet's transport uses.
-    def source(self):
-        reader = (self.spark.readStream.format("kafka")
-                  .option("kafka.bootstrap.servers", self.bootstrap)
-                  .option("subscribe", self._in_topic)
-                  .option("startingOffsets", "earliest"))
-        if self.max_offsets:
-            reader = reader.option("maxOffsetsPerTrigger", str(self.max_offsets))
-        return reader.load()
-
-    def sink(self, df, out_topic: str, checkpoint: str):
-        return (df.writeStream.format("kafka")
-                .option("kafka.bootstrap.servers", self.bootstrap)
-                .option("topic", out_topic)
-                .option("checkpointLocation", checkpoint)
-                .trigger(availableNow=True)
-                .queryName(f"{self.name}-{Path(checkpoint).name}")
-                .start())
-
-
-def _encode(df):
-    """The hand-written outlet: key = flight_id as string, value = to_avro of the output fields."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.avro.functions import to_avro
-
-    fields = [f["name"] for f in MAPPED_FLIGHT["fields"]]
-    return df.select(F.col(KEY_FIELD).cast("string").alias("key"),
-                     to_avro(F.struct(*[F.col(f) for f in fields]), json.dumps(MAPPED_FLIGHT)).alias("value"))
-
-
-class Baseline(Job):
-    name = "baseline"
-    description = "hand-written: from_avro FAILFAST -> map -> to_avro"
-
-    def start(self, in_topic, out_topic, checkpoint):
-        from pyspark.sql import functions as F
-        from pyspark.sql.avro.functions import from_avro
-
-        self._in_topic = in_topic
-        records = self.source().select(from_avro(F.col("value"), json.dumps(FLIGHT_EVENT)).alias("r")).select("r.*")
-        return [self.sink(_encode(spark_map(records)), out_topic, checkpoint)]
-
-
-class BaselineSession(Baseline):
-    name = "b-session"
-    description = "baseline in a fresh SparkSession.newSession() per run, as the runtime gives each streamlet"
-
-    def start(self, in_topic, out_topic, checkpoint):
-        self.spark = self.session = self._root.newSession()
-        return super().start(in_topic, out_topic, checkpoint)
-
-    def __init__(self, spark, bootstrap, max_offsets):
-        super().__init__(spark, bootstrap, max_offsets)
-        self._root = spark
-
-
-class BaselineListener(BaselineSession):
-    name = "b-listener"
-    description = "b-session plus the runtime's ProgressMonitor (a Python StreamingQueryListener) on the session"
-
-    def start(self, in_topic, out_topic, checkpoint):
-        from streamlets.runtime.monitor import ProgressMonitor
-
-        self.spark = self.session = self._root.newSession()
-        self.monitor = ProgressMonitor(None)
-        self.session.streams.addListener(self.monitor)
-        return Baseline.start(self, in_topic, out_topic, checkpoint)
-
-    def finish(self):
-        self.session.streams.removeListener(self.monitor)
-
-
-class Permissive(Job):
-    name = "permissive"
-    description = "hand-written, from_avro PERMISSIVE, no filter"
-
-    def start(self, in_topic, out_topic, checkpoint):
-        from pyspark.sql import functions as F
-        from pyspark.sql.avro.functions import from_avro
-
-        self._in_topic = in_topic
-        records = (self.source()
-                   .select(from_avro(F.col("value"), json.dumps(FLIGHT_EVENT), {"mode": "PERMISSIVE"}).alias("r"))
-                   .select("r.*"))
-        return [self.sink(_encode(spark_map(records)), out_topic, checkpoint)]
-
-
-class SdkFilter(Job):
-    name = "sdk-filter"
-    description = "codec.decode_value PERMISSIVE + malformed filter (no observe), codec.encode_outlet"
-
-    def start(self, in_topic, out_topic, checkpoint):
-        from pyspark.sql import functions as F
-
-        from streamlets.runtime.codec import MALFORMED, decode_value, encode_outlet, record_columns
-
-        self._in_topic = in_topic
-        schema, out_schema = Mapper.inlet.schema, Mapper.out.schema
-        decoded = decode_value(self.source(), schema, permissive=True)
-        records = record_columns(decoded.where(~F.col(MALFORMED)), schema)
-        encoded = encode_outlet(spark_map(records), out_schema, (KEY_FIELD,), "bench")
-        return [self.sink(encoded, out_topic, checkpoint)]
-
-
-class SdkObserve(Job):
-    name = "sdk-path"
-    description = "the streamlet's exact plan (decode_value + observe + filter + encode_outlet), no runtime"
-
-    def start(self, in_topic, out_topic, checkpoint):
-        from pyspark.sql import functions as F
-
-        from streamlets.runtime.codec import MALFORMED, decode_value, encode_outlet, record_columns
-        from streamlets.runtime.deadletter import observation_name
-
-        self._in_topic = in_topic
-        schema, out_schema = Mapper.inlet.schema, Mapper.out.schema
-        decoded = decode_value(self.source(), schema, permissive=True).observe(
-            observation_name("in"),
-            F.count(F.lit(1)).alias("records"),
-            F.sum(F.col(MALFORMED).cast("long")).alias("malformed"),
-        )
-        records = record_columns(decoded.where(~F.col(MALFORMED)), schema)
-        encoded = encode_outlet(spark_map(records), out_schema, (KEY_FIELD,), "bench")
-        return [self.sink(encoded, out_topic, checkpoint)]
-
-
-def _decode_v1(raw, schema, trailing: bool):
-    """The streamlet's inlet decoding as codec.decode_value was first written (malformed = value
-    or record null, or every field null), optionally plus a trailing-bytes check done by
-    re-encoding (length(to_avro(record)) != length(value)): proposals measured against the SDK's
-    current decode_value, built here so that the SDK itself stays untouched."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.avro.functions import from_avro, to_avro
-
-    from streamlets.runtime.codec import MALFORMED, RECORD
-
-    df = raw.withColumn(RECORD, from_avro(F.col("value"), schema.json, {"mode": "PERMISSIVE"}))
-    all_null = F.lit(True)
-    for name in schema.field_names:
-        all_null = all_null & F.col(f"{RECORD}.`{name}`").isNull()
-    malformed = F.col("value").isNull() | F.col(RECORD).isNull() | all_null
-    if trailing:
-        malformed = malformed | F.coalesce(F.length(to_avro(F.col(RECORD), schema.json)) != F.length("value"), F.lit(True))
-    return df.withColumn(MALFORMED, malformed)
-
-
-def compact_malformed(dec, schema):
-    """A proposal for codec.decode_value's trailing-bytes check, for flat records of primitive,
-    nullable-primitive and timestamp fields (enough for this benchmark's schema): the Avro length
-    of the decoded record computed in two projections, so that each field's zigzag value is a
-    column computed once (Spark's CollapseProject keeps a projection whose non-trivial outputs
-    are used more than once) and the generated code stays small. `dec` has RECORD and value."""
-    from pyspark.sql import functions as F
-
-    from streamlets.runtime.codec import MALFORMED, RECORD
-
-    def varint(z):  # bytes of the varint of a zigzag value (a long read as unsigned)
-        expr = F.when(z < F.lit(0), F.lit(10))
-        for k in range(1, 9):
-            expr = expr.when(z < F.lit(1 << (7 * k)), F.lit(k))
-        return expr.otherwise(F.lit(9))
-
-    def zigzag(v):
-        v = v.cast("long")
-        return F.shiftleft(v, 1).bitwiseXOR(F.shiftright(v, 63))
-
-    step1, lengths = [], []
-    for i, f in enumerate(schema.schema["fields"]):
-        t, col = f["type"], F.col(f"{RECORD}.`{f['name']}`")
-        union = isinstance(t, list)
-        if union:
-            t = next(b for b in t if b != "null")
-        kind = t if isinstance(t, str) else t.get("logicalType") or t["type"]
-        z = f"__z{i}"
-        if kind in ("string", "bytes"):
-            n = F.octet_length(col) if kind == "string" else F.length(col)
-            step1 += [n.cast("long").alias(f"__n{i}")]
-            length = varint(F.col(f"__n{i}") * 2) + F.col(f"__n{i}")
-        elif kind in ("int", "long", "timestamp-millis"):
-            step1.append(zigzag(F.unix_millis(col) if kind == "timestamp-millis" else col).alias(z))
-            length = varint(F.col(z))
-        else:
-            length = F.lit({"double": 8, "float": 4, "boolean": 1, "null": 0}[kind])
-        if union:  # the branch index, then the value unless null
-            length = F.lit(1) + F.when(col.isNull(), F.lit(0)).otherwise(length)
-        lengths.append(length)
-    all_null = F.lit(True)
-    for name in schema.field_names:
-        all_null = all_null & F.col(f"{RECORD}.`{name}`").isNull()
-    df = dec.select("*", *step1)
-    total = lengths[0]
-    for length in lengths[1:]:
-        total = total + length
-    trailing = F.coalesce(total != F.length("value"), F.lit(True))
-    malformed = F.col("value").isNull() | F.col(RECORD).isNull() | all_null | trailing
-    return df.select(RECORD, malformed.alias(MALFORMED))
-
-
-class SdkV1(Job):
-    name = "sdk-v1"
-    description = "the streamlet's plan with decode_value as first written (no trailing-bytes check), no runtime"
-    trailing = False
-
-    def start(self, in_topic, out_topic, checkpoint):
-        from pyspark.sql import functions as F
-
-        from streamlets.runtime.codec import MALFORMED, encode_outlet, record_columns
-        from streamlets.runtime.deadletter import observation_name
-
-        self._in_topic = in_topic
-        schema, out_schema = Mapper.inlet.schema, Mapper.out.schema
-        decoded = _decode_v1(self.source(), schema, self.trailing).observe(
-            observation_name("in"),
-            F.count(F.lit(1)).alias("records"),
-            F.sum(F.col(MALFORMED).cast("long")).alias("malformed"),
-        )
-        records = record_columns(decoded.where(~F.col(MALFORMED)), schema)
-        encoded = encode_outlet(spark_map(records), out_schema, (KEY_FIELD,), "bench")
-        return [self.sink(encoded, out_topic, checkpoint)]
-
-
-class SdkReencode(SdkV1):
-    name = "reencode"
-    description = "sdk-v1 plus a trailing-bytes check by re-encoding: length(to_avro(record)) != length(value)"
-    trailing = True
-
-
-class SdkCompact(SdkV1):
-    name = "compact"
-    description = "sdk-v1 plus the trailing-bytes check as a compact length expression (compact_malformed)"
-
-    def start(self, in_topic, out_topic, checkpoint):
-        from pyspark.sql import functions as F
-        from pyspark.sql.avro.functions import from_avro
-
-        from streamlets.runtime.codec import MALFORMED, RECORD, encode_outlet, record_columns
-        from streamlets.runtime.deadletter import observation_name
-
-        self._in_topic = in_topic
-        schema, out_schema = Mapper.inlet.schema, Mapper.out.schema
-        dec = self.source().withColumn(RECORD, from_avro(F.col("value"), schema.json, {"mode": "PERMISSIVE"}))
-        decoded = compact_malformed(dec, schema).observe(
-            observation_name("in"),
-            F.count(F.lit(1)).alias("records"),
-            F.sum(F.col(MALFORMED).cast("long")).alias("malformed"),
-        )
-        records = record_columns(decoded.where(~F.col(MALFORMED)), schema)
-        encoded = encode_outlet(spark_map(records), out_schema, (KEY_FIELD,), "bench")
-        return [self.sink(encoded, out_topic, checkpoint)]
-
-
-class StreamletJob(Job):
-    name = "streamlet"
-    description = "Mapper started by StreamletRuntime (KafkaTransport, dead letters, progress monitor)"
-
-    streamlet_class = Mapper
-    delivery = "exactly-once"
-    metrics = False  # serve and scrape the Prometheus endpoint (MetricsScraper)
-
-    def start(self, in_topic, out_topic, checkpoint):
-        from streamlets.runtime.runconfig import StreamletRunConfig
-        from streamlets.runtime.runner import StreamletRuntime
-        from streamlets.runtime.transport import KafkaTransport
-
-        run = StreamletRunConfig(
-            app_id="bench", streamlet="mapper",
-            class_name=f"{self.streamlet_class.__module__}.{self.streamlet_class.__name__}",
-            topics={"in": in_topic, "out": out_topic}, bootstrap_servers=self.bootstrap,
-            checkpoint_root=checkpoint, dead_letter_topic=DEAD_LETTERS, available_now=True,
-            max_offsets_per_trigger=self.max_offsets, on_failure=ON_FAILURE, delivery=self.delivery,
-        )
-        self.runtime = StreamletRuntime(self.spark, "bench", DEAD_LETTERS, KafkaTransport(self.bootstrap))
-        self.ctx = self.runtime.start_class(self.streamlet_class, run)
-        self.scraper = MetricsScraper(self.runtime, run) if self.metrics else None
-        return list(self.ctx.queries)
-
-    def finish(self):
-        if self.scraper is not None:
-            self.scraper.stop()
-        self.runtime.stop()
-        dl = self.runtime.dead_letters
-        if dl.errors or any(dl.written.values()):
-            raise AssertionError(f"streamlet reported dead letters: {dl.written} {dl.errors}")
-
-
-class StreamletAloJob(StreamletJob):
-    name = "streamlet-alo"
-    description = "Mapper by StreamletRuntime with streamlets.<name>.delivery = at-least-once (Spark's Kafka sink)"
-    delivery = "at-least-once"
-
-
-class StreamletMetricsJob(StreamletJob):
-    name = "streamlet-metrics"
-    description = "Mapper by StreamletRuntime serving its Prometheus endpoint (streamlets.driver.serve_metrics), scraped every second"
-    metrics = True
-
-
-class StreamletAloMetricsJob(StreamletAloJob):
-    name = "streamlet-alo-metrics"
-    description = "the at-least-once streamlet serving its Prometheus endpoint, scraped every second"
-    metrics = True
-
-
-class CheckedStreamletJob(StreamletJob):
-    name = "checked"
-    description = "CheckedMapper: the streamlet with AvroInlet(check_trailing_bytes=True), by StreamletRuntime"
-    streamlet_class = CheckedMapper
-
-
-class MetricsScraper:
-    """streamlet-metrics: the driver's Prometheus endpoint (streamlets.driver.serve_metrics) on a free
-    port, scraped every `interval` seconds (Prometheus' default is 15 s; 1 s is the harsher case)
-    while the job runs. stop() checks the last scrape saw the streamlet's records-in counter."""
-
-    def __init__(self, runtime, run, interval: float = 1.0) -> None:
-        from blueprint.sandbox.kafka_broker import _free_ports
-        from streamlets.driver import serve_metrics
-
-        port = _free_ports(1)[0]
-        self.server = serve_metrics(runtime, run, env={"STREAMLETS_METRICS_PORT": str(port)})
-        if self.server is None:
-            raise RuntimeError("streamlet-metrics: the metrics endpoint did not start (see the log)")
-        self.url = f"http://127.0.0.1:{port}/metrics"
-        self.scrapes, self.last = 0, ""
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, args=(interval,), daemon=True)
-        self._thread.start()
-
-    def _loop(self, interval: float) -> None:
-        import urllib.request
-
-        while not self._stop.wait(interval):
-            with urllib.request.urlopen(self.url, timeout=10) as r:
-                self.last = r.read().decode()
-            self.scrapes += 1
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(15)
-        self.server.shutdown()
-        if self.scrapes and "streamlets_records_in_total{" not in self.last:
-            raise AssertionError(f"streamlet-metrics: the last scrape has no records-in counter: {self.last[:500]}")
-
-
-DEAD_LETTERS = "bench.dead-letters"
-ON_FAILURE: str | None = None  # --on-failure: the streamlet jobs' run config on_failure (streamlets.runtime.quarantine)
-JOBS: dict[str, type[Job]] = {j.name: j for j in (Baseline, BaselineSession, BaselineListener, Permissive, SdkFilter,
-                                                   SdkObserve, SdkV1, SdkReencode, SdkCompact, StreamletJob,
-                                                   StreamletAloJob, StreamletMetricsJob, StreamletAloMetricsJob)}
-if CheckedMapper is not None:
-    JOBS[CheckedStreamletJob.name] = CheckedStreamletJob
-DEFAULT_VARIANTS = ("baseline", "streamlet")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -714,16 +224,16 @@ def run_once(job: Job, bootstrap: str, in_topic: str, out_topic: str, partitions
 
 
 def run_quix(bootstrap: str, in_topic: str, out_topic: str, partitions: int, n: int, timeout: float = 1800) -> dict[str, Any]:
-    """Quix Streams (bench_latency._quix: fastavro decode, the map, encode; one Python process) on
+    """Quix Streams (quix_peer.quix_map: fastavro decode, the map, encode; one Python process) on
     the whole input topic: seconds from the process's start until the output topic holds n
     records (checked like the Spark jobs'). Benchmark-only dependency: pip install -e .[bench]."""
     import multiprocessing as mp
 
     from blueprint.sandbox.kafka_broker import create_topics, end_offsets
-    from bench_latency import _quix
+    from quix_peer import quix_map
 
     create_topics(bootstrap, [(out_topic, partitions, {})])
-    proc = mp.get_context("spawn").Process(target=_quix, args=(bootstrap, in_topic, out_topic))
+    proc = mp.get_context("spawn").Process(target=quix_map, args=(bootstrap, in_topic, out_topic))
     t0 = time.perf_counter()
     proc.start()
     try:
@@ -804,8 +314,6 @@ def main(argv: list[str] | None = None) -> int:
 
     faulthandler.enable()  # a crash in a native client (librdkafka, py4j) still says where
     args = build_parser().parse_args(argv)
-    global ON_FAILURE
-    ON_FAILURE = args.on_failure
     if args.records <= 0 or args.rounds <= 0 or args.partitions <= 0:
         print("error: --records, --rounds and --partitions must be positive", file=sys.stderr)
         return 2
@@ -836,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
 
         conf = {"spark.driver.extraJavaOptions": args.java_options} if args.java_options else {}
         spark = build_spark_session("bench-map", conf, master=args.master)
-        jobs = {name: JOBS[name](spark, bootstrap, args.max_offsets_per_trigger) for name in variants}
+        jobs = {name: JOBS[name](spark, bootstrap, args.max_offsets_per_trigger, args.on_failure) for name in variants}
 
         print(f"warm-up: {args.warmup_runs} untimed run(s) of each job on {warm_topic} ({warm_n} records) ...",
               flush=True)

@@ -29,6 +29,8 @@ sys.path.insert(0, str(HERE.parent))
 import fastavro  # noqa: E402
 
 import bench_map as bm  # noqa: E402
+import flight_workload as wl  # noqa: E402
+import map_jobs  # noqa: E402
 
 
 def _variants():
@@ -39,11 +41,11 @@ def _variants():
     from streamlets.runtime.codec import MALFORMED, RECORD, decode_value, encode_outlet, record_columns
     from streamlets.runtime.deadletter import observation_name
 
-    schema, out_schema = bm.Mapper.inlet.schema, bm.Mapper.out.schema
-    key = (bm.KEY_FIELD,)
+    schema, out_schema = wl.Mapper.inlet.schema, wl.Mapper.out.schema
+    key = (wl.KEY_FIELD,)
 
     def out(records):
-        return encode_outlet(bm.spark_map(records), out_schema, key, "profile")
+        return encode_outlet(wl.spark_map(records), out_schema, key, "profile")
 
     def observe(df):
         return df.observe(observation_name("in"), F.count(F.lit(1)).alias("records"),
@@ -102,7 +104,7 @@ def _variants():
 
     def compact_length(raw):
         dec = raw.withColumn(RECORD, from_avro(F.col("value"), schema.json, {"mode": "PERMISSIVE"}))
-        return out(record_columns(observe(bm.compact_malformed(dec, schema)).where(~F.col(MALFORMED)), schema))
+        return out(record_columns(observe(map_jobs.compact_malformed(dec, schema)).where(~F.col(MALFORMED)), schema))
 
     def streamlet_path(raw):
         # exactly StreamletContext.read_stream (dead-letter inlet) + write_stream's encode_outlet
@@ -138,12 +140,12 @@ def max_method_size(spark, df) -> int:
 
 
 def encoded_values(n: int) -> list[bytes]:
-    parsed = fastavro.parse_schema(bm.FLIGHT_EVENT)
+    parsed = fastavro.parse_schema(wl.FLIGHT_EVENT)
     out, buf = [], io.BytesIO()
     for i in range(n):
         buf.seek(0)
         buf.truncate()
-        fastavro.schemaless_writer(buf, parsed, bm.flight_record(i))
+        fastavro.schemaless_writer(buf, parsed, wl.flight_record(i))
         out.append(buf.getvalue())
     return out
 
@@ -198,9 +200,9 @@ def main(argv: list[str] | None = None) -> int:
             assert kept == args.records, f"{name} keeps {kept} of {args.records} records"
             sample = variants[name][1](raw).limit(200).collect()
             for row in sample:
-                rec = fastavro.schemaless_reader(io.BytesIO(row["value"]), fastavro.parse_schema(bm.MAPPED_FLIGHT), None)
-                rec = {k: bm._ms(v) for k, v in rec.items()}
-                assert rec == bm.expected_output(bm.record_index(rec["flight_id"])), name
+                rec = fastavro.schemaless_reader(io.BytesIO(row["value"]), fastavro.parse_schema(wl.MAPPED_FLIGHT), None)
+                rec = {k: wl.epoch_millis(v) for k, v in rec.items()}
+                assert rec == wl.expected_output(wl.record_index(rec["flight_id"])), name
             if args.explain:
                 print(f"\n===== {name}: {variants[name][0]}")
                 variants[name][1](raw).explain()

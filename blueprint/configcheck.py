@@ -37,8 +37,10 @@ import yaml
 from yaml.constructor import SafeConstructor
 
 from streamlets.errors import ConfigError
+from streamlets.settings import ASYNC, AT_LEAST_ONCE, SETTINGS, parse_progress_tracking
 
-from .loader import HOCON_SUFFIXES, BlueprintLoadError, _hocon_root, _yaml_root
+from .errors import BlueprintLoadError
+from .nodes import compose
 from .problems import Problem, make_problem
 from .scopes import (CONFIG_PARAMETERS, DELIVERY, KUBERNETES, ON_FAILURE, PROGRESS_TRACKING, STREAMLET_SETTINGS, TRIGGER,
                      POD_KEYS, POD_METADATA, POD_ROLES, RUNTIME_SECTIONS,
@@ -50,6 +52,9 @@ from .errors import BlueprintError
 _MEMORY = re.compile(r"^[0-9]+[kmgtp]?b?$", re.IGNORECASE)  # Spark's memory strings: 512m, 2g
 _QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?)(m)?$")  # Kubernetes CPU quantities: 1, 0.5, 1200m
 _SERVERS = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:[0-9]+(,[A-Za-z0-9.\-\[\]:]+:[0-9]+)*$")
+
+
+COMMAND_LINE = "command line"  # the source of `key=value` overrides
 
 
 class ConfigReadError(BlueprintError):
@@ -82,7 +87,7 @@ def read_entries(path: Path) -> list[Entry]:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigReadError(f"{path}: cannot read config: {getattr(e, 'strerror', None) or e}") from None
     try:
-        root = _hocon_root(path, text) if path.suffix in HOCON_SUFFIXES else _yaml_root(path, text)
+        root = compose(path, text)
     except BlueprintLoadError as e:
         raise BlueprintLoadError(e.message, path, e.line, e.column, "malformed-config") from None
     if root is None:
@@ -93,17 +98,40 @@ def read_entries(path: Path) -> list[Entry]:
     return list(_flatten(root, (), str(path)))
 
 
+def key_value(text: str) -> tuple[str, str] | None:
+    """`KEY=VALUE` split at its first `=`, both stripped; None when there is no `=` or no key. The
+    one reader of command-line pairs (config overrides, `--restore`, `--state-partitions`, `--arg`)."""
+    key, sep, value = text.partition("=")
+    return (key.strip(), value.strip()) if sep and key.strip() else None
+
+
 def parse_overrides(overrides: Iterable[str]) -> tuple[list[Entry], list[Problem]]:
     """`key=value` pairs from the command line as entries, and a problem per malformed one."""
     entries, problems = [], []
     for text in overrides:
-        key, sep, value = text.partition("=")
-        if not sep or not key.strip():
-            problems.append(make_problem("malformed-config", f"{text!r} is not key=value", "command line",
+        pair = key_value(text)
+        if pair is None:
+            problems.append(make_problem("malformed-config", f"{text!r} is not key=value", COMMAND_LINE,
                                          hint="e.g. streamlets.stats.config-parameters.window=1h"))
             continue
-        entries.append(Entry(tuple(key.strip().split(".")), value.strip(), "command line"))
+        entries.append(Entry(tuple(pair[0].split(".")), pair[1], COMMAND_LINE))
     return entries, problems
+
+
+def config_entries(files: Iterable[Path], overrides: Iterable[str]) -> tuple[list[Entry], list[Problem]]:
+    """The entries of config `files` (in order: a later one wins), then of the `key=value`
+    overrides, unchecked; and a malformed-config problem per file that is not HOCON, YAML or JSON
+    (its entries left out) and per malformed override. The one reader of config files: `blueprint
+    verify|run|build` and `kubectl streamlets deploy|configure` hand the entries on from here.
+    Raises ConfigReadError if a file cannot be read."""
+    entries, problems = [], []
+    for path in files:
+        try:
+            entries += read_entries(path)
+        except BlueprintLoadError as e:
+            problems.append(make_problem(e.code, e.message, str(path), e.line, e.column))
+    more, override_problems = parse_overrides(overrides)
+    return entries + more, problems + override_problems
 
 
 def check_config(r: Resolved, entries: list[Entry]) -> list[Problem]:
@@ -132,13 +160,17 @@ def config_problems(r: Resolved, config: Path | None, overrides: Iterable[str]) 
     A file that is not HOCON, YAML or JSON is one malformed-config problem (its settings are not
     checked further). Raises ConfigReadError if the file cannot be read.
     """
-    entries, problems = parse_overrides(overrides)
-    if config is not None:
-        try:
-            entries = read_entries(config) + entries
-        except BlueprintLoadError as e:
-            return problems + [make_problem(e.code, e.message, str(config), e.line, e.column)]
-    return problems + check_config(r, entries)
+    return checked_entries(r, config, overrides)[1]
+
+
+def checked_entries(r: Resolved, config: Path | None, overrides: Iterable[str]) -> tuple[list[Entry], list[Problem]]:
+    """The entries of a config file and `key=value` overrides (config_entries) and every problem
+    of them (as config_problems): the entries are handed on as they were checked, not read again.
+    Raises ConfigReadError if the file cannot be read."""
+    entries, problems = config_entries([config] if config is not None else [], overrides)
+    if any(p.file != COMMAND_LINE for p in problems):  # the file is no HOCON, YAML or JSON
+        return entries, problems
+    return entries, problems + check_config(r, entries)
 
 
 def _flatten(node: yaml.Node, prefix: tuple[str, ...], source: str) -> Iterable[Entry]:
@@ -210,7 +242,7 @@ def check_real_time(r: Resolved, entries: list[Entry]) -> list[Problem]:
     problems = []
     for name, cls in r.classes.items():
         ref = r.blueprint.streamlets[name]
-        given = last.get(("streamlets", name, "trigger"))
+        given = last.get((STREAMLETS, name, TRIGGER))
         try:
             trigger = Trigger.parse(str(given.value)) if given is not None else cls.trigger
         except TriggerError:
@@ -250,7 +282,7 @@ def check_progress_tracking(r: Resolved, entries: list[Entry]) -> list[Problem]:
     run, as far as declarations and config tell (streamlets.runtime.progress_tracking): exactly-once
     outlets (delivery not at-least-once), Real-Time Mode, quarantine, a streamlet without an inlet or
     an outlet (Kafka source and Spark's Kafka sink). One async-progress-unsupported error each."""
-    from streamlets.runtime.progress_tracking import ASYNC, parse, streamlet_refusals
+    from streamlets.runtime.progress_tracking import streamlet_refusals
     from streamlets.trigger import Trigger, TriggerError
 
     last: dict[tuple[str, ...], Entry] = {e.parts: e for e in entries}
@@ -258,7 +290,7 @@ def check_progress_tracking(r: Resolved, entries: list[Entry]) -> list[Problem]:
     for name, cls in r.classes.items():
         given = last.get((STREAMLETS, name, PROGRESS_TRACKING))
         try:
-            if given is None or parse(str(given.value))[0] != ASYNC:
+            if given is None or parse_progress_tracking(str(given.value))[0] != ASYNC:
                 continue
         except ValueError:
             continue  # reported as invalid-config-value
@@ -275,7 +307,7 @@ def check_progress_tracking(r: Resolved, entries: list[Entry]) -> list[Problem]:
         reasons = [] if shape.inlets and shape.outlets else [
             f"it has no {'inlet' if not shape.inlets else 'outlet'}; asynchronous progress tracking needs Kafka "
             "sources and Spark's Kafka sink"]
-        reasons += streamlet_refusals(kafka=True, delivery=setting(DELIVERY, "exactly-once"), real_time=real_time,
+        reasons += streamlet_refusals(kafka=True, delivery=setting(DELIVERY, SETTINGS[DELIVERY].default), real_time=real_time,
                                       available_now=False, on_failure=setting(ON_FAILURE, cls.on_failure))
         if reasons:
             problems.append(make_problem("async-progress-unsupported", f"streamlet {name!r} cannot use asynchronous "
@@ -294,7 +326,7 @@ def _pod_quantity(last: dict[tuple[str, ...], Entry], name: str, *parts: str, de
 
 def _check_streamlet_entry(r: Resolved, e: Entry, problem) -> list[Problem]:
     scope = parse_scope(e.parts)
-    if scope.is_streamlet_setting():  # streamlets.<name>.on-failure | delivery (blueprint.scopes)
+    if scope.is_streamlet_setting():  # streamlets.<name>.<setting> (streamlets.settings)
         name, setting = str(scope.owner), str(scope.section)
         if name not in r.blueprint.streamlets:
             return problem("unknown-config-key", f"the blueprint has no streamlet {name!r}",
@@ -303,7 +335,7 @@ def _check_streamlet_entry(r: Resolved, e: Entry, problem) -> list[Problem]:
             value = setting_value(setting, e.value)
         except ValueError as err:
             return problem("invalid-config-value", str(err), f"use one of {', '.join(STREAMLET_SETTINGS[setting])}")
-        edges = _edges_from(r, name) if (setting, value) == (DELIVERY, "at-least-once") else []
+        edges = _edges_from(r, name) if (setting, value) == (DELIVERY, AT_LEAST_ONCE) else []
         if edges:
             return problem("at-least-once-edge", _at_least_once(edges, "delivery at-least-once"),
                            "leave delivery unset (exactly-once) unless downstream deduplicates and has no watermark")

@@ -95,12 +95,15 @@ class AppGraph:
     skipped: list[Skipped] = field(default_factory=list)
 
     def producers(self, topic: str) -> list[Edge]:
+        """The produce edges into topic `topic` (by topic id)."""
         return [e for e in self.edges if e.kind == "produce" and e.topic == topic]
 
     def consumers(self, topic: str) -> list[Edge]:
+        """The consume edges out of topic `topic` (by topic id)."""
         return [e for e in self.edges if e.kind == "consume" and e.topic == topic]
 
     def edges_at(self, streamlet: str, port: str, kind: str) -> list[Edge]:
+        """The edges of `kind` (produce or consume) at port `port` of streamlet `streamlet`."""
         return [e for e in self.edges if e.streamlet == streamlet and e.port == port and e.kind == kind]
 
     def order(self) -> list[str]:

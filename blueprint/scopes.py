@@ -7,8 +7,8 @@ streamlets configure`; each decides what it accepts, this module only says what 
     streamlets.<name>.volume-mounts.<mount>        a declared mount
     streamlets.<name>.spark.<spark.* key>          Spark settings of that streamlet
     streamlets.<name>.kubernetes.<role>.<key>      pod settings (role driver|executor, or labels|annotations)
-    streamlets.<name>.on-failure|delivery|trigger|progress-tracking
-                                                   a single setting of that streamlet (STREAMLET_SETTINGS)
+    streamlets.<name>.<setting>                    a single setting of that streamlet (streamlets.settings:
+                                                   on-failure, delivery, trigger, progress-tracking)
     runtimes.spark.config.<spark.* key>            every Spark streamlet
     runtimes.spark.kubernetes.<role>.<key>         every Spark streamlet
     topics.<id>.partitions|replication-factor      a topic of the blueprint
@@ -21,28 +21,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from streamlets.runtime import exactly_once as _exactly_once
-from streamlets.runtime import progress_tracking as _progress_tracking
-from streamlets.runtime import quarantine as _quarantine
+from streamlets import settings as _settings
+from streamlets.settings import SETTINGS
 
 STREAMLETS, RUNTIMES, TOPICS, KAFKA = "streamlets", "runtimes", "topics", "kafka"
 TOP_LEVEL = (STREAMLETS, RUNTIMES, TOPICS, KAFKA)
 DEPLOY_ONLY_TOP_LEVEL = (RUNTIMES, TOPICS, KAFKA)  # the sandbox reads runtimes.spark.config only
 CONFIG_PARAMETERS, VOLUME_MOUNTS, SPARK, KUBERNETES = "config-parameters", "volume-mounts", "spark", "kubernetes"
 STREAMLET_SECTIONS = (CONFIG_PARAMETERS, VOLUME_MOUNTS, SPARK, KUBERNETES)
-# Single settings of a streamlet, `streamlets.<name>.<setting> = value` (no item): their values,
-# from the runtime module that acts on each.
-ON_FAILURE = "on-failure"  # streamlets.runtime.quarantine: stop (default) or quarantine
-DELIVERY = "delivery"  # streamlets.runtime.exactly_once: exactly-once (default) or at-least-once
-TRIGGER = "trigger"  # streamlets.trigger: its text form
-PROGRESS_TRACKING = "progress-tracking"  # streamlets.runtime.progress_tracking: sync (default) or async [<interval>]
-ON_FAILURE_MODES = _quarantine.ON_FAILURE
-DELIVERY_MODES = _exactly_once.DELIVERY_MODES
-TRIGGER_FORMS = ("micro-batch", "processing-time <duration>", "real-time [<duration>]")
-PROGRESS_TRACKING_FORMS = _progress_tracking.PROGRESS_TRACKING_FORMS
-# setting -> what it accepts (the values of a choice; the forms of a trigger)
-STREAMLET_SETTINGS: dict[str, tuple[str, ...]] = {ON_FAILURE: ON_FAILURE_MODES, DELIVERY: DELIVERY_MODES,
-                                                  TRIGGER: TRIGGER_FORMS, PROGRESS_TRACKING: PROGRESS_TRACKING_FORMS}
+# Single settings of a streamlet, `streamlets.<name>.<setting> = value` (no item): the keys of
+# streamlets.settings.SETTINGS (on-failure, delivery, trigger, progress-tracking), each declared there.
+# The keys the config check acts on itself (at-least-once edges, Real-Time Mode, async progress):
+ON_FAILURE, DELIVERY, TRIGGER, PROGRESS_TRACKING = (_settings.ON_FAILURE.key, _settings.DELIVERY.key,
+                                                    _settings.TRIGGER.key, _settings.PROGRESS_TRACKING.key)
+# setting -> what it accepts (the values of a choice; the text forms of a free-form setting)
+STREAMLET_SETTINGS: dict[str, tuple[str, ...]] = {key: s.values for key, s in SETTINGS.items()}
 RUNTIME_SECTIONS = ("config", KUBERNETES)  # of runtimes.spark: Spark settings, pod settings
 TOPIC_SETTINGS = ("partitions", "replication-factor")  # and config.<key>
 POD_ROLES = ("driver", "executor")
@@ -100,23 +93,9 @@ def parse_scope(parts: tuple[str, ...] | list[str]) -> Scope:
 
 def setting_value(setting: str, value: Any) -> str:
     """The value of `streamlets.<name>.<setting>` (a STREAMLET_SETTINGS key) as run configs and the
-    application resource carry it: a trigger or a progress-tracking mode in its normal text form
-    (streamlets.trigger, streamlets.runtime.progress_tracking), a choice as given. Raises
-    ValueError saying what is accepted."""
-    if setting == TRIGGER:
-        from streamlets.trigger import Trigger, TriggerError
-
-        try:
-            return Trigger.parse(str(value)).text()
-        except TriggerError as e:
-            raise ValueError(str(e)) from None
-    if setting == PROGRESS_TRACKING:
-        return _progress_tracking.normal_text(str(value))
-    modes = STREAMLET_SETTINGS[setting]
-    if value not in modes:
-        article = "an" if setting[0] in "aeiou" else "a"
-        raise ValueError(f"{value!r} is not {article} {setting} mode (one of {', '.join(modes)})")
-    return str(value)
+    application resource carry it (streamlets.settings.Setting.normal). Raises ValueError saying
+    what is accepted."""
+    return SETTINGS[setting].normal(value)
 
 
 def scope_of(key: str) -> Scope:

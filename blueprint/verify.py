@@ -18,7 +18,7 @@ from streamlets.descriptor import InletDescriptor, OutletDescriptor, StreamletDe
 from streamlets.logical_types import mismatches as logical_mismatches
 from streamlets.names import is_dns_label
 
-from .loader import _summary, import_streamlets
+from .classes import import_streamlets, summarize_failure
 from .model import KAFKA_TOPIC_NAME_MAX, Blueprint, Located, PortPath, PortRef, Topic, is_kafka_topic_name
 from .errors import BlueprintError
 from .problems import Problem, make_problem, report_order, suggest
@@ -46,6 +46,7 @@ class Binding:
 
     @property
     def wanted_role(self) -> str:
+        """The port role the item's side needs: `outlet` for producers, `inlet` for consumers."""
         return ROLE_OF[self.side]
 
 
@@ -65,10 +66,14 @@ class Resolved:
             self.by_topic.setdefault(b.topic.id, []).append(b)
 
     def problem(self, code: str, message: str, at: Located | None = None, hint: str | None = None) -> Problem:
+        """A Problem of kind `code` (blueprint.problems.CODES) in the blueprint's file, at `at`'s line and
+        column when given, with an optional hint."""
         return make_problem(code, message, str(self.blueprint.path), at.line if at else None,
                             at.column if at else None, hint)
 
     def ok(self, topic: Topic, side: str) -> list[Binding]:
+        """The bindings of `topic`'s `side` (producers or consumers) that resolved to a port of the right
+        role."""
         return [b for b in self.by_topic.get(topic.id, ()) if b.status == "ok" and b.side == side]
 
     def connected(self) -> set[tuple[str, str]]:
@@ -100,7 +105,7 @@ def resolve(blueprint: Blueprint, classes: dict | None = None) -> Resolved:
             loaded[name] = cls
         except (Exception, SystemExit) as e:
             load_errors[name] = InstantiationError(f"instantiating {cls.__module__}.{cls.__qualname__}() raised "
-                                                   f"{_summary(e, str(blueprint.folder))}")
+                                                   f"{summarize_failure(e, str(blueprint.folder))}")
     return Resolved(blueprint, load_errors, descriptors, loaded, list(_bindings(blueprint, descriptors, load_errors)))
 
 
@@ -151,6 +156,7 @@ def check_structure(r: Resolved) -> list[Problem]:
 
 
 def check_app_id(r: Resolved) -> list[Problem]:
+    """invalid-app-id: the app-id is not a DNS label (lowercase letters, digits, '-'; at most 63 characters)."""
     app_id = r.blueprint.app_id
     if is_dns_label(app_id):
         return []
@@ -158,6 +164,7 @@ def check_app_id(r: Resolved) -> list[Problem]:
 
 
 def check_streamlet_names(r: Resolved) -> list[Problem]:
+    """invalid-streamlet-name: an instance name that is not a DNS label, one problem each."""
     return [r.problem("invalid-streamlet-name", f"streamlet name {name!r} is not a DNS label", ref)
             for name, ref in r.blueprint.streamlets.items() if not is_dns_label(name)]
 
@@ -173,7 +180,7 @@ def check_classes(r: Resolved) -> list[Problem]:
             out.extend(r.problem(p.code, f"streamlet {name!r} ({ref.class_name}): {p.message}", ref)
                        for p in error.problems)
             continue
-        hint = getattr(error, "hint", None)  # the nearest names (loader.import_streamlets)
+        hint = getattr(error, "hint", None)  # the nearest names (classes.import_streamlets)
         if hint is None and code in ("module-not-found", "class-not-found"):
             hint = f"class paths resolve against the blueprint's folder {r.blueprint.folder}"
         out.append(r.problem(code, f"streamlet {name!r}: {error}", ref, hint))
@@ -181,6 +188,8 @@ def check_classes(r: Resolved) -> list[Problem]:
 
 
 def check_topic_names(r: Resolved) -> list[Problem]:
+    """invalid-topic-name: a topic whose Kafka name (its `name`, else `<app-id>.<topic id>`) Kafka would
+    refuse (letters, digits, '.', '_', '-'; at most 249)."""
     out = []
     for topic in r.blueprint.topics.values():
         name = topic.kafka_name(r.blueprint.app_id)
@@ -194,6 +203,7 @@ def check_topic_names(r: Resolved) -> list[Problem]:
 
 
 def check_kafka_name_clashes(r: Resolved) -> list[Problem]:
+    """duplicate-kafka-topic: two topics of the blueprint with the same Kafka name (named at the second)."""
     first: dict[str, Topic] = {}
     out = []
     for topic in r.blueprint.topics.values():
@@ -210,6 +220,7 @@ def check_kafka_name_clashes(r: Resolved) -> list[Problem]:
 
 
 def check_port_paths(r: Resolved) -> list[Problem]:
+    """malformed-port-path: a producers/consumers item that is not `streamlet.port`."""
     return [r.problem("malformed-port-path",
                       f"topic {b.topic.id!r}: {b.ref.text!r} in {b.side} is not a port path", b.ref,
                       f"write streamlet.{b.wanted_role}, e.g. {_example(r, b.wanted_role)}")
@@ -217,6 +228,7 @@ def check_port_paths(r: Resolved) -> list[Problem]:
 
 
 def check_unknown_streamlets(r: Resolved) -> list[Problem]:
+    """unknown-streamlet: an item naming no streamlet of the blueprint, with the nearest names as the hint."""
     return [r.problem("unknown-streamlet",
                       f"topic {b.topic.id!r}: {b.ref.text!r} names no streamlet {b.path.streamlet!r}", b.ref,
                       suggest(b.path.streamlet, r.blueprint.streamlets, "streamlets"))
@@ -224,6 +236,8 @@ def check_unknown_streamlets(r: Resolved) -> list[Problem]:
 
 
 def check_unknown_ports(r: Resolved) -> list[Problem]:
+    """unknown-port: an item naming a port its streamlet's class does not declare, with the nearest port names
+    as the hint."""
     out = []
     for b in r.bindings:
         if b.status != "unknown-port":
@@ -238,6 +252,7 @@ def check_unknown_ports(r: Resolved) -> list[Problem]:
 
 
 def check_port_roles(r: Resolved) -> list[Problem]:
+    """wrong-port-role: an inlet among a topic's producers or an outlet among its consumers."""
     out = []
     for b in r.bindings:
         if b.status != "wrong-role":
@@ -251,15 +266,19 @@ def check_port_roles(r: Resolved) -> list[Problem]:
 
 
 def check_unconnected_inlets(r: Resolved) -> list[Problem]:
+    """unconnected-inlet (an error): an inlet no topic's consumers name."""
     return _unconnected(r, "inlet", "unconnected-inlet", "add `{path}` to the consumers of the topic it should read")
 
 
 def check_unconnected_outlets(r: Resolved) -> list[Problem]:
+    """unconnected-outlet (a warning): an outlet no topic's producers name; its query runs with Spark's noop
+    sink."""
     return _unconnected(r, "outlet", "unconnected-outlet",
                         "add `{path}` to a topic's producers; until then its query runs and its records are discarded")
 
 
 def check_ports_on_many_topics(r: Resolved) -> list[Problem]:
+    """port-on-many-topics: one port named by several topics (a port reads or writes exactly one topic)."""
     seen: dict[tuple[str, str], list[Binding]] = {}
     for b in r.bindings:
         if b.status == "ok":
@@ -301,6 +320,8 @@ def check_topic_ends(r: Resolved) -> list[Problem]:
 
 
 def check_producer_schemas(r: Resolved) -> list[Problem]:
+    """producers-disagree: producers of one topic whose schemas differ (by fingerprint), named against the
+    first producer."""
     out = []
     for topic in r.blueprint.topics.values():
         producers = r.ok(topic, "producers")

@@ -60,7 +60,9 @@ class StreamletDescriptor(BaseModel):
     trigger: str | None = None  # text form of streamlets.trigger.Trigger; None: micro-batch
 
     def inlet(self, name: str) -> InletDescriptor | None:
+        """The inlet named `name`, or None."""
         return next((p for p in self.inlets if p.name == name), None)
 
     def outlet(self, name: str) -> OutletDescriptor | None:
+        """The outlet named `name`, or None."""
         return next((p for p in self.outlets if p.name == name), None)

@@ -18,13 +18,15 @@ class StreamletLoadError(StreamletError):
 
     `code` says which (the verifier's problem codes): invalid-class-path, module-not-found,
     class-not-found, ambiguous-class, not-a-streamlet, abstract-streamlet, import-failed,
-    invalid-definition (then `problems` lists the class's invalid declarations).
+    invalid-definition (then `problems` lists the class's invalid declarations). `hint`: the nearest
+    class names, when the blueprint's importer (blueprint.classes) found some.
     """
 
     def __init__(self, message: str, code: str = "import-failed", problems: list | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.problems = problems or []
+        self.hint: str | None = None
 
 
 # A dotted Python path, optionally with ':' before the class (`pkg.module:Class`).

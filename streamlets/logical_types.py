@@ -96,6 +96,8 @@ class LogicalType(NamedTuple):
 
     @property
     def key(self) -> tuple[str | None, str]:
+        """(logical type name or None, underlying Avro type): what two fields must share to read each other's
+        values as written."""
         return self.name, self.underlying
 
     @property
@@ -152,6 +154,8 @@ class Mismatch(NamedTuple):
 
     @property
     def message(self) -> str:
+        """One line for a report: the field, what the writer and the reader declare, and what a reader would
+        get."""
         return f"field {self.field!r} is {self.writer} in the writer but {self.reader} in the reader: {self.consequence}"
 
 

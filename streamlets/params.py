@@ -71,9 +71,13 @@ class ConfigParameter:
         self.default = default
 
     def convert(self, raw: Any) -> Any:  # overridden per type; raises ValueError
+        """The typed value of `raw` (text from a config file or the command line, or a YAML/HOCON value);
+        overridden per type. Raises ValueError (or TypeError) with what was expected."""
         return raw
 
     def parse(self, raw: Any) -> Any:
+        """`convert(raw)`, with a failure as ConfigError naming the key and the type (`config parameter
+        'window' (duration): ...`)."""
         try:
             return self.convert(raw)
         except (ValueError, TypeError) as e:
@@ -81,6 +85,8 @@ class ConfigParameter:
 
     @property
     def pattern(self) -> str | None:
+        """The regular expression a value must match (RegExpParameter's), else None; descriptors and the CRD
+        carry it."""
         return None
 
     def __repr__(self) -> str:
@@ -93,6 +99,7 @@ class StringParameter(ConfigParameter):
     type_name = "string"
 
     def convert(self, raw: Any) -> str:
+        """`raw` as text; ValueError for a mapping or a list."""
         if isinstance(raw, (dict, list)):
             raise ValueError(f"expected a string, got {type(raw).__name__}")
         return str(raw)
@@ -114,9 +121,12 @@ class RegExpParameter(StringParameter):
 
     @property
     def pattern(self) -> str:
+        """The declared pattern, as written (values must match it whole: re.fullmatch)."""
         return self._pattern
 
     def convert(self, raw: Any) -> str:
+        """`raw` as text if it matches the pattern whole; ValueError naming the value and the pattern
+        otherwise, or the pattern's own error if it does not compile."""
         value = super().convert(raw)
         if self._regex is None:
             raise ValueError(self.pattern_error)
@@ -132,6 +142,8 @@ class IntegerParameter(ConfigParameter):
     MIN, MAX = -(2**31), 2**31 - 1
 
     def convert(self, raw: Any) -> int:
+        """`raw` as an int in the 32-bit range (MIN..MAX, as Typesafe Config's getInt); ValueError for a
+        fraction, a boolean, text that is no whole number or a value out of range."""
         if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
             raise ValueError(f"{raw!r} is not a whole number (examples: 42, -7, 100000)")
         try:
@@ -149,6 +161,7 @@ class DoubleParameter(ConfigParameter):
     type_name = "double"
 
     def convert(self, raw: Any) -> float:
+        """`raw` as a float (`0.5`, `1e-3`, `100`); ValueError for a boolean or text that is no number."""
         try:
             if isinstance(raw, bool):
                 raise ValueError
@@ -164,6 +177,7 @@ class BooleanParameter(ConfigParameter):
     _WORDS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
 
     def convert(self, raw: Any) -> bool:
+        """`raw` as a bool: true/yes/on or false/no/off (any case, HOCON's words); ValueError otherwise."""
         if isinstance(raw, bool):
             return raw
         word = str(raw).strip().lower()
@@ -178,6 +192,7 @@ class DurationParameter(ConfigParameter):
     type_name = "duration"
 
     def convert(self, raw: Any) -> timedelta:
+        """`raw` as a timedelta (parse_duration: `10s`, `1500 ms`, `2 minutes`); ValueError for other text."""
         return parse_duration(raw)
 
 
@@ -188,3 +203,15 @@ class MemorySizeParameter(ConfigParameter):
 
     def convert(self, raw: Any) -> int:
         return parse_memory_size(raw)
+
+
+def parameter_for(key: str, type_name: str | None, pattern: str | None = None) -> ConfigParameter:
+    """The ConfigParameter of a declaration carried as data (a descriptor's config_parameters
+    entry: key, `type_name` as a class's ConfigParameter.type_name, pattern), to check a value
+    against it: a RegExpParameter when there is a pattern, else the class of that type name
+    (StringParameter for one it does not know)."""
+    if pattern:
+        return RegExpParameter(key, pattern=pattern)
+    kinds = {cls.type_name: cls for cls in (StringParameter, IntegerParameter, DoubleParameter, BooleanParameter,
+                                            DurationParameter, MemorySizeParameter)}
+    return kinds.get(type_name or "", StringParameter)(key)

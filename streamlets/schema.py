@@ -94,6 +94,7 @@ class AvroSchema:
         return [f["name"] for f in self.schema["fields"]]
 
     def field(self, name: str) -> dict[str, Any] | None:
+        """The record field named `name` (its Avro JSON dict), or None."""
         return next((f for f in self.schema["fields"] if f["name"] == name), None)
 
     @cached_property

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable
+from typing import Any, ClassVar, Iterable
 
 from .descriptor import (
     InletDescriptor,
@@ -14,16 +14,14 @@ from .descriptor import (
     VolumeMountDescriptor,
 )
 from .errors import ConfigError, DefinitionProblem, StreamletDefinitionError
+from .logic import LogicContext
 from .names import is_config_key, is_dns_label
 from .params import ConfigParameter
 from .ports import ERROR_HANDLING, AvroInlet, AvroOutlet, Port
 from .schema import SchemaError
+from .settings import ON_FAILURE, STOP
 from .trigger import Trigger, TriggerError
 from .volumes import ACCESS_MODES, VolumeMount
-
-if TYPE_CHECKING:
-    from .runtime.context import StreamletContext
-
 
 class StreamletShape:
     """The inlets and outlets of a streamlet, in declaration order."""
@@ -33,9 +31,11 @@ class StreamletShape:
         self.outlets = tuple(outlets)
 
     def inlet(self, name: str) -> AvroInlet | None:
+        """The inlet named `name`, or None."""
         return next((p for p in self.inlets if p.name == name), None)
 
     def outlet(self, name: str) -> AvroOutlet | None:
+        """The outlet named `name`, or None."""
         return next((p for p in self.outlets if p.name == name), None)
 
     def __repr__(self) -> str:
@@ -77,7 +77,7 @@ class Streamlet:
     # What a failed query does: "stop" (the failure stands) or "quarantine" (streamlets.runtime.quarantine:
     # records that make the logic fail go to the dead-letter topic and are skipped). The deploy
     # config's streamlets.<name>.on-failure wins.
-    on_failure: ClassVar[str] = "stop"
+    on_failure: ClassVar[str] = STOP
     # How the streamlet's queries are triggered (streamlets.trigger.Trigger); the deploy config's
     # streamlets.<name>.trigger overrides it. Trigger.real_time("5 seconds") asks for Real-Time Mode.
     trigger: ClassVar["Trigger | None"] = None
@@ -95,18 +95,22 @@ class Streamlet:
 
     @classmethod
     def class_name(cls) -> str:
+        """`module.QualifiedName`: what a blueprint names the class by."""
         return f"{cls.__module__}.{cls.__qualname__}"
 
     @classmethod
     def shape(cls) -> StreamletShape:
+        """The declared inlets and outlets (StreamletShape), in declaration order, base classes first."""
         return cls.__shape__
 
     @classmethod
     def config_parameters(cls) -> tuple[ConfigParameter, ...]:
+        """The declared config parameters, in declaration order, base classes first (defaults already parsed)."""
         return cls.__parameters__
 
     @classmethod
     def volume_mounts(cls) -> tuple[VolumeMount, ...]:
+        """The declared volume mounts, in declaration order, base classes first."""
         return cls.__volume_mounts__
 
     @classmethod
@@ -147,9 +151,11 @@ class Streamlet:
 
     # --- logic ----------------------------------------------------------------------------
 
-    def create_logic(self, ctx: "StreamletContext") -> None:
+    def create_logic(self, ctx: LogicContext) -> None:
         """Build and start the streamlet's streaming queries with `ctx.read_stream`,
-        `ctx.write_stream` and `ctx.start_query`. Called once per run, on the Spark driver."""
+        `ctx.write_stream` and `ctx.start_query`. Called once per run, on the Spark driver, with
+        the runtime's StreamletContext (streamlets.runtime.context), which satisfies the SDK
+        protocol LogicContext (streamlets.logic). NotImplementedError here: an abstract base."""
         raise NotImplementedError(f"{self.class_name()} does not implement create_logic(ctx)")
 
 
@@ -174,8 +180,8 @@ def _check_class(cls: type[Streamlet]) -> list[DefinitionProblem]:
     inlets = [p for p in ports if isinstance(p, AvroInlet)]
     outlets = [p for p in ports if isinstance(p, AvroOutlet)]
     seen: set[str] = set()
-    if getattr(cls, "on_failure", "stop") not in ("stop", "quarantine"):
-        add("invalid-on-failure", f"on_failure must be 'stop' or 'quarantine', not {cls.on_failure!r}")
+    if getattr(cls, "on_failure", STOP) not in ON_FAILURE.values:
+        add("invalid-on-failure", f"on_failure must be {' or '.join(map(repr, ON_FAILURE.values))}, not {cls.on_failure!r}")
     for port in ports:
         label = f"{port.role} {port.name!r}"
         if not is_dns_label(port.name):

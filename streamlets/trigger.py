@@ -70,15 +70,21 @@ class Trigger:
 
     @classmethod
     def micro_batch(cls) -> "Trigger":
+        """Spark's default trigger: the next micro-batch starts as soon as the last one ends."""
         return cls("micro-batch")
 
     @classmethod
     def processing_time(cls, interval: str) -> "Trigger":
+        """A micro-batch every `interval` (`"10 seconds"`, `"500ms"`); TriggerError for an interval that is no
+        duration."""
         duration_ms(interval)
         return cls("processing-time", interval)
 
     @classmethod
     def real_time(cls, checkpoint_interval: str = DEFAULT_CHECKPOINT_INTERVAL) -> "Trigger":
+        """Real-Time Mode (Spark 4.1+, Trigger.RealTime): records flow through long-running tasks,
+        checkpointed every `checkpoint_interval` (default DEFAULT_CHECKPOINT_INTERVAL); TriggerError for an
+        interval that is no duration."""
         duration_ms(checkpoint_interval)
         return cls("real-time", checkpoint_interval)
 
@@ -103,9 +109,12 @@ class Trigger:
 
     @property
     def real_time_mode(self) -> bool:
+        """True for Real-Time Mode."""
         return self.kind == "real-time"
 
     def text(self) -> str:
+        """The trigger as the deploy config writes it: `micro-batch`, `processing-time 10 seconds`, `real-time
+        5 minutes` (Trigger.parse reads it back)."""
         return self.kind if self.interval is None else f"{self.kind} {self.interval}"
 
     def __str__(self) -> str:
@@ -223,6 +232,8 @@ def writer_sink(writer) -> str | None:
 
 
 def sink_refusal(sink: str | None) -> str | None:
+    """Why Real-Time Mode cannot write to `sink` (a DataStreamWriter's source name, writer_sink), or None for
+    Kafka, foreach and an unknown sink."""
     if sink is None or sink in ("kafka", "foreach"):
         return None
     if sink == "foreachBatch":

@@ -1,37 +1,67 @@
-"""Shared fixtures: one SparkSession and one Kafka broker per test session (both started lazily)."""
+"""The test suite's shared setup: fixtures (the session's SparkSession and Kafka broker, the real
+Kubernetes API server and cluster) come from plugin modules, markers from folders, the Hypothesis
+profile from $HYPOTHESIS_PROFILE, and the order of the tests from what they need.
+
+What the tests share lives in tests/support (a package; pytest puts this folder on sys.path): test
+modules import from it and never from one another."""
+
+from pathlib import Path
 
 import pytest
 
-# The real Kubernetes API server fixtures (kube_env, kube, kube_namespace): tests/kube/fixtures.py.
-pytest_plugins = ["kube.fixtures"]
+from support import profiles
+
+# spark: support/spark.py; kafka_broker: support/kafka.py; the real Kubernetes API server
+# (toolchain, kube_env, kube, kube_namespace): tests/kube/fixtures.py; the one-node cluster
+# (kube_cluster, cluster_namespace): tests/kube/cluster_fixtures.py; the operator's (cluster, built,
+# api): support/kube_operator.py.
+pytest_plugins = ["support.spark", "support.kafka", "kube.fixtures", "kube.cluster_fixtures", "support.kube_operator"]
+
+profiles.load()
+
+TESTS = Path(__file__).parent
+# What a test's folder says it needs: the markers every test in it gets (pytest -m selects on
+# them), and no other of these (a module marking itself otherwise is refused).
+FOLDER_MARKERS = {
+    "unit": (),
+    "integration": ("integration",),   # a real Kafka broker and/or Spark
+    "k8s": ("integration", "k8s"),     # also a real Kubernetes API server (dev/k8s-env)
+    "e2e": ("e2e",),                   # a real one-node cluster (dev/cluster; root)
+}
+TIER_MARKERS = {"integration", "k8s", "e2e"}
 
 
-@pytest.fixture(scope="session")
-def spark():
-    """The test kit's local SparkSession (local[2]), shared by every test that asks for it."""
-    from streamlets.testkit import spark_session
-
-    session = spark_session()
-    yield session
-    session.stop()
-
-
-@pytest.fixture(scope="session")
-def kafka_broker(tmp_path_factory):
-    """A real single-node Kafka broker (KRaft) for the whole session; topics are per test."""
-    from blueprint.sandbox.kafka_broker import KafkaBroker
-
-    broker = KafkaBroker(tmp_path_factory.mktemp("kafka")).start()
-    yield broker
-    broker.stop()
+def folder_markers(item) -> tuple[str, ...]:
+    """The markers of `item`'s folder under tests/ (FOLDER_MARKERS; none outside those folders)."""
+    try:
+        folder = Path(item.path).relative_to(TESTS).parts[0]
+    except ValueError:
+        return ()
+    return FOLDER_MARKERS.get(folder, ())
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Three phases, the order kept within each: the tests that need no cluster toolchain; then
+    """Markers from folders: each test gets its folder's markers (FOLDER_MARKERS); a module that
+    marks itself with a tier marker its folder does not give is a usage error naming it.
+
+    Then three phases, the order kept within each: the tests that need no cluster toolchain; then
     those that do (the `toolchain` fixture, directly or through kube_env, kube_cluster, ...: they
     wait for dev/test's background build, which the first phase leaves time for); then the
     end-to-end tests (marker e2e), so their cluster (kube_cluster, session-scoped) lives only
     while they run, not beside the rest of the suite."""
+    wrong = set()
+    for item in items:
+        wanted = folder_markers(item)
+        own = {m.name for m in item.iter_markers() if m.name in TIER_MARKERS}
+        if own - set(wanted):
+            wrong.add(f"{item.path}: marked {', '.join(sorted(own - set(wanted)))}, but its folder gives "
+                      f"{', '.join(wanted) or 'no tier marker'} (move it, or drop the marker)")
+        for name in wanted:
+            if name not in own:
+                item.add_marker(name)
+    if wrong:
+        raise pytest.UsageError("markers disagree with folders (tests/conftest.py FOLDER_MARKERS):\n"
+                                + "\n".join(sorted(wrong)))
 
     def phase(item) -> int:
         if item.get_closest_marker("e2e") is not None:

@@ -15,6 +15,7 @@ from enum import Enum
 from pathlib import Path
 
 import typer
+from ..configcheck import key_value
 from ..loader import BlueprintLoadError, BlueprintReadError, load_blueprint
 from ..model import Blueprint
 from ..problems import make_problem, report_order
@@ -95,17 +96,17 @@ def run(
     def body() -> int:
         restores = {}
         for item in restore or []:
-            name, sep, ref = item.partition("=")
-            if not sep or not name or not ref:
+            pair = key_value(item)
+            if pair is None or not pair[1]:
                 raise CliError(f"--restore {item!r}: expected STREAMLET=SAVEPOINT", EXIT_USAGE)
-            restores[name.strip()] = ref.strip()
+            restores[pair[0]] = pair[1]
         partitions = {}
         for item in state_partitions or []:
-            name, sep, n = item.partition("=")
-            if not sep or not name.strip() or not n.strip().isdigit() or int(n) < 1:
+            pair = key_value(item)
+            if pair is None or not pair[1].isdigit() or int(pair[1]) < 1:
                 raise CliError(f"--state-partitions {item!r}: expected STREAMLET=N with N a whole number of at least 1",
                                EXIT_USAGE)
-            partitions[name.strip()] = int(n)
+            partitions[pair[0]] = int(pair[1])
         return _run(file, config, overrides or [], state_dir, kafka, exit_when_done, idle_seconds, trigger, timeout,
                     fresh, restores, savepoints, branch, partitions,
                     restarts=(max_restarts, restart_backoff), ui=ui, ui_host=ui_host)
@@ -122,7 +123,7 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
          restores: dict[str, str] | None = None, savepoints: str | None = None, branch: bool = False,
          state_partitions: dict[str, int] | None = None, restarts: tuple[int, float] = (3, 2.0),
          ui: int | None = None, ui_host: str = "127.0.0.1") -> int:
-    from ..configcheck import ConfigReadError, config_problems
+    from ..configcheck import ConfigReadError, checked_entries
     from ..loader import import_streamlets
     from ..sandbox.diskspace import full_disk_message, is_full_disk_error
     from ..sandbox.kafka_broker import BrokerError
@@ -148,7 +149,8 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
         return EXIT_PROBLEMS
     # The run config, exactly as `blueprint verify --config` checks it, before anything starts.
     try:
-        config_errors = [p for p in config_problems(resolved, config, overrides) if p.severity == "error"]
+        entries, config_problems = checked_entries(resolved, config, overrides)
+        config_errors = [p for p in config_problems if p.severity == "error"]
     except ConfigReadError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -159,7 +161,7 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
         more = f" (and {len(config_errors) - 1} more above)" if len(config_errors) > 1 else ""
         print(f"error: {where}: {first.message}{more}; nothing was started", file=sys.stderr)
         return EXIT_PROBLEMS
-    options = SandboxOptions(state_dir=state_dir, config_file=config, overrides=overrides, kafka=kafka,
+    options = SandboxOptions(state_dir=state_dir, config_file=config, overrides=overrides, entries=entries, kafka=kafka,
                              exit_when_done=exit_when_done, idle_seconds=idle_seconds,
                              trigger=None if trigger.strip() in ("0", "0s", "") else trigger, timeout=timeout,
                              restores=restores or {}, savepoints=savepoints, branch=branch,
@@ -349,9 +351,11 @@ def graph(
 
 
 from .state import control, savepoint_app, state_app  # noqa: E402  (the commands register below)
+from .topic import topic_app  # noqa: E402
 
 app.add_typer(savepoint_app, name="savepoint")
 app.add_typer(state_app, name="state")
+app.add_typer(topic_app, name="topic")
 app.command("control")(control)
 
 

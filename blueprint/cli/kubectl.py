@@ -17,20 +17,24 @@ declarations carried in the resource), Spark settings and pod resources of a run
 application; the operator redeploys only the streamlets whose settings changed. Exit status:
 0 done, 1 refused (invalid settings, unknown application or streamlet), 2 usage, I/O or API
 error. Never a traceback.
+
+The API client is blueprint.deploy.cluster.Cluster; specs are read and patched as
+blueprint.deploy.spec.ApplicationSpec.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from ..deploy.build import render_application
-from ..deploy.crd import GROUP, PLURAL, REQUEST_ANNOTATION, VERSION
+from ..deploy.cluster import ApplicationNotFound, Cluster
+from ..deploy.crd import GROUP
+from ..deploy.spec import ApplicationSpec, Scale, StreamletSpec
 from ..scopes import CONFIG_PARAMETERS, KUBERNETES, SPARK, parse_scope, spark_text
 from .errors import EXIT_PROBLEMS, EXIT_SOUND, EXIT_USAGE, CliError, command_app, exit_with
 
@@ -43,61 +47,6 @@ class Refused(CliError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, EXIT_PROBLEMS)
-
-
-class Cluster:
-    """The StreamletApplication API of the kubeconfig's cluster, in one namespace."""
-
-    def __init__(self, kubeconfig: str | None, context: str | None, namespace: str | None) -> None:
-        from kubernetes import client, config
-
-        config.load_kube_config(config_file=kubeconfig, context=context)
-        _, active = config.list_kube_config_contexts(config_file=kubeconfig)
-        chosen = next((c for c in config.list_kube_config_contexts(config_file=kubeconfig)[0]
-                       if c["name"] == context), active) if context else active
-        self.namespace = namespace or (chosen or {}).get("context", {}).get("namespace") or "default"
-        self.api = client.CustomObjectsApi()
-
-    def get(self, name: str) -> dict:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            return self.api.get_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name)
-        except ApiException as e:
-            if e.status == 404:
-                raise Refused(f"no application {name!r} in namespace {self.namespace!r}") from None
-            raise
-
-    def list(self, all_namespaces: bool) -> list[dict]:
-        if all_namespaces:
-            return self.api.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
-        return self.api.list_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL)["items"]
-
-    def apply(self, resource: dict) -> str:
-        """Create the resource, or replace the spec of the existing one: 'created' or 'configured'."""
-        from kubernetes.client.exceptions import ApiException
-
-        name = resource["metadata"]["name"]
-        try:
-            current = self.api.get_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name)
-        except ApiException as e:
-            if e.status != 404:
-                raise
-            self.api.create_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, resource)
-            return "created"
-        resource = {**resource, "metadata": {**resource["metadata"],
-                                             "resourceVersion": current["metadata"]["resourceVersion"]}}
-        self.api.replace_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name, resource)
-        return "configured"
-
-    def patch_streamlets(self, name: str, app: dict, streamlets: list[dict]) -> None:
-        """Replace spec.streamlets, guarded by the resourceVersion read (a concurrent change fails)."""
-        body = {"metadata": {"resourceVersion": app["metadata"]["resourceVersion"]}, "spec": {"streamlets": streamlets}}
-        self.api.patch_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name, body)
-
-    def delete(self, name: str) -> None:
-        self.get(name)  # a clear message for an unknown application
-        self.api.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name)
 
 
 # --- commands --------------------------------------------------------------------------------------
@@ -191,9 +140,9 @@ def scale(app_name: str = typer.Argument(..., metavar="APP"),
     def run() -> int:
         cluster = Cluster(kubeconfig, context, namespace)
         item = cluster.get(app_name)
-        streamlets = item["spec"]["streamlets"]
-        _streamlet(streamlets, streamlet, app_name).setdefault("scale", {})["executors"] = executors
-        cluster.patch_streamlets(app_name, item, streamlets)
+        spec = ApplicationSpec.model_validate(item["spec"])
+        _streamlet(spec, streamlet, app_name).scale = Scale(executors=executors)
+        cluster.patch_streamlets(app_name, item, spec.streamlets)
         print(f"{app_name}.{streamlet} scaled to {executors} executor{'s' if executors != 1 else ''}")
         return EXIT_SOUND
     _exit(run)
@@ -209,25 +158,21 @@ def configure(app_name: str = typer.Argument(..., metavar="APP"),
     (checked against the streamlet's declarations), streamlets.<name>.spark.<key> and
     streamlets.<name>.kubernetes.executor.instances. Only changed streamlets are redeployed."""
     def run() -> int:
-        from ..configcheck import ConfigReadError, parse_overrides, read_entries
+        from ..configcheck import ConfigReadError, config_entries
 
-        entries, problems = [], []
-        for path in conf or []:
-            try:
-                entries += read_entries(path)
-            except ConfigReadError as e:
-                raise CliError(str(e), EXIT_USAGE) from None
-        more, problems = parse_overrides(overrides or [])
+        try:
+            entries, problems = config_entries(conf or [], overrides or [])
+        except ConfigReadError as e:
+            raise CliError(str(e), EXIT_USAGE) from None
         if problems:
-            raise Refused("; ".join(p.message for p in problems))
-        entries += more
+            raise Refused("; ".join(f"{p.file}:{p.line}: {p.message}" if p.line else p.message for p in problems))
         if not entries:
             raise Refused("nothing to configure: give --conf files or KEY=VALUE settings")
         cluster = Cluster(kubeconfig, context, namespace)
         item = cluster.get(app_name)
-        streamlets = item["spec"]["streamlets"]
-        changed = sorted({_configure(streamlets, e, app_name) for e in entries})
-        cluster.patch_streamlets(app_name, item, streamlets)
+        spec = ApplicationSpec.model_validate(item["spec"])
+        changed = sorted({_configure(spec, e, app_name) for e in entries})
+        cluster.patch_streamlets(app_name, item, spec.streamlets)
         print(f"{app_name}: configured {', '.join(changed)}")
         return EXIT_SOUND
     _exit(run)
@@ -235,38 +180,41 @@ def configure(app_name: str = typer.Argument(..., metavar="APP"),
 
 # --- helpers ---------------------------------------------------------------------------------------
 
-def _streamlet(streamlets: list[dict], name: str, app_name: str) -> dict:
-    for s in streamlets:
-        if s["name"] == name:
-            return s
-    raise Refused(f"application {app_name!r} has no streamlet {name!r} "
-                  f"(it has {', '.join(s['name'] for s in streamlets)})")
+def _streamlet(spec: ApplicationSpec, name: str, app_name: str) -> StreamletSpec:
+    found = spec.streamlet(name)
+    if found is None:
+        raise Refused(f"application {app_name!r} has no streamlet {name!r} "
+                      f"(it has {', '.join(s.name for s in spec.streamlets)})")
+    return found
 
 
-def _configure(streamlets: list[dict], e, app_name: str) -> str:
+def _configure(spec: ApplicationSpec, e, app_name: str) -> str:
     """Apply one setting to the spec's streamlets; the streamlet's name. Raises Refused."""
+    from streamlets.params import parameter_for
+
     scope = parse_scope(e.parts)
     where = f"{e.source}:{e.line}: " if e.line else ""
     if not scope.is_streamlet(CONFIG_PARAMETERS, SPARK, KUBERNETES):
         raise Refused(f"{where}{e.key}: a running application takes streamlets.<name>.config-parameters.<key>, "
                       "streamlets.<name>.spark.<key> or streamlets.<name>.kubernetes.executor.instances")
-    name = scope.owner
-    s = _streamlet(streamlets, name, app_name)
+    name = str(scope.owner)
+    s = _streamlet(spec, name, app_name)
     rest = scope.item
     if scope.section == CONFIG_PARAMETERS:
-        declared = {p["key"]: p for p in s["descriptor"].get("config_parameters", [])}
+        declared = {p["key"]: p for p in s.descriptor.get("config_parameters", [])}
         if rest not in declared:
             raise Refused(f"{where}{e.key}: streamlet {name!r} declares no config parameter {rest!r} "
                           f"(declared: {', '.join(declared) or 'none'})")
         try:
-            _parameter(declared[rest]).parse(e.value)
+            parameter_for(rest, declared[rest].get("type"), declared[rest].get("pattern")).parse(e.value)
         except Exception as err:  # ConfigError: the parameter's own validation
             raise Refused(f"{where}{e.key}: {err}") from None
-        s.setdefault("configParameters", {})[rest] = e.value if isinstance(e.value, str) else json.dumps(e.value)
+        value = e.value if isinstance(e.value, str) else json.dumps(e.value)
+        s.config_parameters = {**(s.config_parameters or {}), rest: value}
     elif scope.section == SPARK:
         if not rest.startswith("spark."):
             raise Refused(f"{where}{e.key}: Spark settings start with spark.")
-        s.setdefault("sparkConf", {})[rest] = spark_text(e.value)
+        s.spark_conf = {**(s.spark_conf or {}), rest: spark_text(e.value)}
     else:
         if rest != "executor.instances":
             raise Refused(f"{where}{e.key}: of the pod settings a running application takes executor.instances; "
@@ -274,20 +222,8 @@ def _configure(streamlets: list[dict], e, app_name: str) -> str:
         text = str(e.value).strip()
         if not text.isdigit():
             raise Refused(f"{where}{e.key}: {e.value!r} is not a whole number of executors")
-        s.setdefault("scale", {})["executors"] = int(text)
+        s.scale = Scale(executors=int(text))
     return name
-
-
-def _parameter(declared: dict[str, Any]):
-    """The SDK's ConfigParameter for a descriptor's parameter entry (key, type, pattern)."""
-    from streamlets import params
-
-    kinds = {"string": params.StringParameter, "int32": params.IntegerParameter, "double": params.DoubleParameter,
-             "bool": params.BooleanParameter, "duration": params.DurationParameter,
-             "memorysize": params.MemorySizeParameter}
-    if declared.get("pattern"):
-        return params.RegExpParameter(declared["key"], pattern=declared["pattern"])
-    return kinds.get(declared.get("type"), params.StringParameter)(declared["key"])
 
 
 # --- savepoints and state (the operator sends the commands on the control stream) ----------------
@@ -301,13 +237,12 @@ def _command(cluster: "Cluster", app_name: str, command: str, target: str | None
     import time
     import uuid
 
-    item = cluster.get(app_name)
-    names = [s["name"] for s in item["spec"]["streamlets"]]
+    spec = ApplicationSpec.model_validate(cluster.get(app_name)["spec"])
+    names = [s.name for s in spec.streamlets]
     if target is not None:
-        _streamlet(item["spec"]["streamlets"], target, app_name)
+        _streamlet(spec, target, app_name)
     request = {"id": uuid.uuid4().hex, "command": command, "target": target, "args": args}
-    cluster.api.patch_namespaced_custom_object(GROUP, VERSION, cluster.namespace, PLURAL, app_name,
-                                               {"metadata": {"annotations": {REQUEST_ANNOTATION: json.dumps(request)}}})
+    cluster.request(app_name, request)
     expected = {target} if target else set(names)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -395,12 +330,12 @@ def restore(app_name: str = typer.Argument(..., metavar="APP"),
         if not known and not location.startswith("/") and "://" not in location:
             raise Refused(f"{savepoint_ref!r} is neither a savepoint of {app_name} (see `kubectl streamlets savepoints "
                           f"{app_name}`) nor a path")
-        streamlets = item["spec"]["streamlets"]
-        entry = _streamlet(streamlets, streamlet, app_name)
-        entry["restoreFrom"] = location
+        spec = ApplicationSpec.model_validate(item["spec"])
+        entry = _streamlet(spec, streamlet, app_name)
+        entry.restore_from = location
         if state_partitions:
-            entry["statePartitions"] = state_partitions
-        cluster.patch_streamlets(app_name, item, streamlets)
+            entry.state_partitions = state_partitions
+        cluster.patch_streamlets(app_name, item, spec.streamlets)
         print(f"{app_name}.{streamlet} restores from {location}"
               + (f" with {state_partitions} state partitions" if state_partitions else "") + " when it starts again")
         return EXIT_SOUND
@@ -412,6 +347,8 @@ def _explain(e: Exception) -> CliError | None:
     from kubernetes.client.exceptions import ApiException
     from kubernetes.config.config_exception import ConfigException
 
+    if isinstance(e, ApplicationNotFound):
+        return Refused(str(e))
     if isinstance(e, ApiException):
         reason = e.reason
         try:

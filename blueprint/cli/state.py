@@ -27,6 +27,7 @@ from rich.table import Table
 
 from streamlets.runtime.layout import StateLayout
 
+from ..configcheck import key_value
 from .errors import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, CliError, command_app, fail, guard  # noqa: F401
 
 savepoint_app = command_app(help="Savepoints of a sandbox application's streamlets: take, list, inspect, dispose.")
@@ -39,7 +40,8 @@ def state_layout(state_dir: Path | None, app_id: str) -> StateLayout:
     return StateLayout(str(state_dir.resolve())) if state_dir else StateLayout.sandbox_default(app_id)
 
 
-def _blueprint(file: Path):
+def blueprint_and_classes(file: Path):
+    """The blueprint and its streamlet classes, or one line (fail) naming the file or the broken classes."""
     from ..loader import BlueprintLoadError, BlueprintReadError, import_streamlets, load_blueprint
 
     try:
@@ -52,6 +54,21 @@ def _blueprint(file: Path):
     if broken:
         fail("; ".join(f"streamlet {n!r}: {c}" for n, c in broken.items()) + " (run `blueprint verify`)")
     return bp, classes
+
+
+def sandbox_bootstrap(bp, state_dir: Path | None, kafka: str | None) -> str:
+    """`kafka` if given, else the bootstrap servers of the sandbox running `bp` (its
+    `<state dir>/sandbox.json`); fail with one line saying how to start or name it."""
+    if kafka is not None:
+        return kafka
+    info = Path(state_layout(state_dir, bp.app_id).sandbox_info)
+    if not info.is_file():
+        fail(f"no running sandbox of {bp.app_id!r} ({info} is missing): start it with `blueprint run`, "
+             "or give --kafka or --state-dir")
+    try:
+        return str(json.loads(info.read_text())["bootstrap_servers"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        fail(f"cannot read {info} ({e}): is the sandbox running? Give --kafka instead", EXIT_USAGE)
 
 
 @contextlib.contextmanager
@@ -107,7 +124,7 @@ def take(
     from ..ops.model import batch_ids_text
     from streamlets.runtime.storage import LocalStorage
 
-    bp, classes = _blueprint(file)
+    bp, classes = blueprint_and_classes(file)
     layout = state_layout(state_dir, bp.app_id)
     state = Path(layout.root)
     root = savepoints or layout.savepoints
@@ -289,19 +306,11 @@ def control(
         fail(f"{file} has no streamlet {streamlet!r} (it has {', '.join(bp.streamlets)})", EXIT_USAGE)
     parsed = {}
     for item in args or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
+        pair = key_value(item)
+        if pair is None:
             fail(f"--arg {item!r}: expected KEY=VALUE", EXIT_USAGE)
-        parsed[key.strip()] = value.strip()
-    if kafka is None:
-        info = Path(state_layout(state_dir, bp.app_id).sandbox_info)
-        if not info.is_file():
-            fail(f"no running sandbox of {bp.app_id!r} ({info} is missing): start it with `blueprint run`, "
-                 "or give --kafka or --state-dir")
-        try:
-            kafka = json.loads(info.read_text())["bootstrap_servers"]
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            fail(f"cannot read {info} ({e}): is the sandbox running? Give --kafka instead", EXIT_USAGE)
+        parsed[pair[0]] = pair[1]
+    kafka = sandbox_bootstrap(bp, state_dir, kafka)
 
     def body():
         if custom:  # answered, if at all, by the streamlet's own outlets

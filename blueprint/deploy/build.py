@@ -6,10 +6,8 @@ that order already (files first, overrides last): for each key the last entry wi
 
     streamlets.<n>.config-parameters.<k>      -> streamlets[n].configParameters[k] (text)
     streamlets.<n>.volume-mounts.<m>          -> streamlets[n].volumeMounts[m] (a claim name)
-    streamlets.<n>.on-failure                 -> streamlets[n].onFailure (stop | quarantine)
-    streamlets.<n>.delivery                   -> streamlets[n].delivery (exactly-once | at-least-once)
-    streamlets.<n>.trigger                    -> streamlets[n].trigger (streamlets.trigger text form)
-    streamlets.<n>.progress-tracking          -> streamlets[n].progressTracking (sync | async [<N> milliseconds])
+    streamlets.<n>.<setting>                  -> streamlets[n].<setting in camelCase> (streamlets.settings:
+                                                 onFailure, delivery, trigger, progressTracking), normal text
     runtimes.spark.config.<k>, then
     streamlets.<n>.spark.<k>                  -> streamlets[n].sparkConf[k]
     runtimes.spark.kubernetes.<...>, then
@@ -33,10 +31,13 @@ from typing import Any
 
 from ..configcheck import Entry, check_config
 from .crd import API_VERSION, KIND
+from .spec import ApplicationSpec, KafkaSpec, PodResources, Scale, StreamletSpec, TopicSpec
 from ..model import Blueprint
 from ..problems import Problem, make_problem, report_order
-from ..scopes import (CONFIG_PARAMETERS, DELIVERY, KAFKA, ON_FAILURE, PROGRESS_TRACKING, RUNTIMES, SPARK, STREAMLETS, TOPICS,
-                      TRIGGER, VOLUME_MOUNTS, parse_scope, setting_value)
+from streamlets.settings import SETTINGS
+
+from ..scopes import (CONFIG_PARAMETERS, KAFKA, RUNTIMES, SPARK, STREAMLETS, TOPICS, VOLUME_MOUNTS, parse_scope,
+                      setting_value)
 from ..topics import dead_letter_topic, topic_bindings
 from ..verify import Resolved, check
 from ..errors import BlueprintError
@@ -77,7 +78,7 @@ def render_application(file: str | Path, image: str, confs: list[Path], override
     """
     from streamlets.names import is_dns_label
 
-    from ..configcheck import ConfigReadError, parse_overrides, read_entries
+    from ..configcheck import ConfigReadError, config_entries
     from ..loader import BlueprintLoadError, BlueprintReadError, load_blueprint
     from ..verify import resolve
 
@@ -92,22 +93,16 @@ def render_application(file: str | Path, image: str, confs: list[Path], override
     except BlueprintLoadError as e:
         problems = [make_problem(p.code, p.message, str(file), p.line, p.column) for p in e.problems]
         raise BuildError(problems + [make_problem(e.code, e.message, str(file), e.line, e.column)], file) from None
-    entries, problems = [], []
-    for path in confs:
-        try:
-            entries += read_entries(path)
-        except ConfigReadError as e:
-            raise DeployInputError(str(e)) from None
-        except BlueprintLoadError as e:
-            problems.append(make_problem(e.code, e.message, str(path), e.line, e.column))
-    command_line, override_problems = parse_overrides(overrides)
-    problems += override_problems
+    try:
+        entries, problems = config_entries(confs, overrides)
+    except ConfigReadError as e:
+        raise DeployInputError(str(e)) from None
     if problems:
         raise BuildError(problems, file)
     with contextlib.redirect_stdout(sys.stderr):  # streamlet modules may print while importing
         resolved = resolve(blueprint)
     try:
-        return build_resource(blueprint, resolved, image, entries + command_line, kafka=kafka, namespace=namespace)
+        return build_resource(blueprint, resolved, image, entries, kafka=kafka, namespace=namespace)
     except BuildError as e:
         raise BuildError(e.problems, file) from None
 
@@ -145,16 +140,23 @@ def build_resource(blueprint: Blueprint, resolved: Resolved, image: str, entries
     if namespace:
         metadata["namespace"] = namespace
     metadata["labels"] = {"app.kubernetes.io/name": app_id}
-    spec: dict[str, Any] = {
-        "appId": app_id,
-        "image": image.strip(),
-        "kafka": {"bootstrapServers": servers},
-        "upgradeMode": "last-state",
-        "deadLetterTopic": dead_letter_topic(blueprint),
-        "streamlets": [_streamlet(blueprint, resolved, name, s) for name in blueprint.streamlets],
-        "topics": [_topic(blueprint, topic_id, s) for topic_id in blueprint.topics],
-    }
-    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
+    spec = ApplicationSpec(
+        app_id=app_id,
+        image=image.strip(),
+        kafka=KafkaSpec(bootstrap_servers=servers),
+        upgrade_mode="last-state",
+        dead_letter_topic=dead_letter_topic(blueprint),
+        streamlets=[_streamlet(blueprint, resolved, name, s) for name in blueprint.streamlets],
+        topics=[_topic(blueprint, topic_id, s) for topic_id in blueprint.topics],
+    )
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": _descriptor_last(spec.dump())}
+
+
+def _descriptor_last(spec: dict[str, Any]) -> dict[str, Any]:
+    """Each streamlet's descriptor last: long (schemas), and read by tools more than people."""
+    for entry in spec["streamlets"]:
+        entry["descriptor"] = entry.pop("descriptor")
+    return spec
 
 
 class _Settings:
@@ -168,7 +170,7 @@ class _Settings:
         self.topics: dict[str, dict[str, Any]] = {}
         self.topic_config: dict[str, dict[str, Any]] = {}
         self.bootstrap_servers: str | None = None
-        self.settings: dict[str, dict[str, str]] = {}  # streamlets.<name>.<setting> (blueprint.scopes.STREAMLET_SETTINGS)
+        self.settings: dict[str, dict[str, str]] = {}  # streamlets.<name>.<setting> (streamlets.settings), normal text
         for e in entries:
             self._add(e)
 
@@ -178,7 +180,7 @@ class _Settings:
         if scope.top == STREAMLETS:
             name, section = scope.owner, scope.section
             if scope.is_streamlet_setting():
-                self.settings.setdefault(name, {})[section] = setting_value(section, e.value)
+                self.settings.setdefault(name, {})[SETTINGS[section].field] = setting_value(section, e.value)
             elif section == CONFIG_PARAMETERS:
                 self.params.setdefault(name, {})[scope.item] = e.value
             elif section == VOLUME_MOUNTS:
@@ -217,38 +219,31 @@ class _Settings:
                 if not (isinstance(e.value, str) and len(e.value) <= 253 and _CLAIM.match(e.value))]
 
 
-def _streamlet(bp: Blueprint, r: Resolved, name: str, s: _Settings) -> dict[str, Any]:
+def _streamlet(bp: Blueprint, r: Resolved, name: str, s: _Settings) -> StreamletSpec:
     descriptor = r.descriptors[name]
     values = s.params.get(name, {})
     params = {p.key: _text(values[p.key] if p.key in values else p.default) for p in descriptor.config_parameters
               if p.key in values or p.default is not None}
     port_topics, writers = topic_bindings(bp, name, r.classes)
     kube = s.kubernetes(name)
-    entry: dict[str, Any] = {
-        "name": name,
-        "className": descriptor.class_name,
-        "scale": {"executors": int(str(kube.get(("executor", "instances"), DEFAULT_EXECUTORS)).strip())},
-    }
-    for role in ("driver", "executor"):
-        pod = {field: _text(kube[(role, key)]).strip() for key, field in POD_FIELDS.items() if (role, key) in kube}
-        if pod:
-            entry[role] = pod
-    optional = {
-        "sparkConf": s.spark_conf(name),
-        "onFailure": s.settings.get(name, {}).get(ON_FAILURE),
-        "configParameters": params,
-        "volumeMounts": {m: e.value for m, e in s.mounts.get(name, {}).items()},
-        "portTopics": port_topics,
-        "writerSchemas": {inlet: schema_text(schema) for inlet, schema in writers.items()},
-        "trigger": s.settings.get(name, {}).get(TRIGGER),
+    pods = {role: PodResources(**{field: _text(kube[(role, key)]).strip() for key, field in POD_FIELDS.items()
+                                  if (role, key) in kube})
+            for role in ("driver", "executor") if any((role, key) in kube for key in POD_FIELDS)}
+    optional = {  # set when not empty
+        "spark_conf": s.spark_conf(name),
+        "config_parameters": params,
+        "volume_mounts": {m: e.value for m, e in s.mounts.get(name, {}).items()},
+        "port_topics": port_topics,
+        "writer_schemas": {inlet: schema_text(schema) for inlet, schema in writers.items()},
         "labels": {k: _text(v) for (kind, k), v in kube.items() if kind == "labels"},
         "annotations": {k: _text(v) for (kind, k), v in kube.items() if kind == "annotations"},
-        "delivery": s.settings.get(name, {}).get(DELIVERY),
-        "progressTracking": s.settings.get(name, {}).get(PROGRESS_TRACKING),
+        # the single settings that are set (streamlets.settings): unset, the run config's default applies
+        **s.settings.get(name, {}),
     }
-    entry.update((k, v) for k, v in optional.items() if v)
-    entry["descriptor"] = _descriptor(descriptor)  # last: long (schemas), and read by tools more than people
-    return entry
+    return StreamletSpec(
+        name=name, class_name=descriptor.class_name,
+        scale=Scale(executors=int(str(kube.get(("executor", "instances"), DEFAULT_EXECUTORS)).strip())),
+        descriptor=_descriptor(descriptor), **pods, **{k: v for k, v in optional.items() if v})
 
 
 def _descriptor(descriptor) -> dict[str, Any]:
@@ -267,22 +262,18 @@ def _descriptor(descriptor) -> dict[str, Any]:
     return data
 
 
-def _topic(bp: Blueprint, topic_id: str, s: _Settings) -> dict[str, Any]:
+def _topic(bp: Blueprint, topic_id: str, s: _Settings) -> TopicSpec:
     topic = bp.topics[topic_id]
     settings = s.topics.get(topic_id, {})
-    entry: dict[str, Any] = {"id": topic_id, "name": topic.kafka_name(bp.app_id),
-                             "partitions": int(str(settings.get("partitions", topic.partitions)).strip())}
     replication = settings.get("replication-factor", topic.replication_factor)
-    if replication is not None:
-        entry["replicationFactor"] = int(str(replication).strip())
     config = {**{k: _text(v) for k, v in topic.config.items()},
               **{k: _text(v) for k, v in s.topic_config.get(topic_id, {}).items()}}
-    if config:
-        entry["config"] = config
-    entry["managed"] = topic.managed
-    entry["producers"] = [ref.text for ref in topic.producers]
-    entry["consumers"] = [ref.text for ref in topic.consumers]
-    return entry
+    optional = {"replication_factor": int(str(replication).strip()) if replication is not None else None,
+                "config": config or None}
+    return TopicSpec(id=topic_id, name=topic.kafka_name(bp.app_id),
+                     partitions=int(str(settings.get("partitions", topic.partitions)).strip()),
+                     **{k: v for k, v in optional.items() if v is not None}, managed=topic.managed,
+                     producers=[ref.text for ref in topic.producers], consumers=[ref.text for ref in topic.consumers])
 
 
 def schema_text(schema: dict[str, Any]) -> str:

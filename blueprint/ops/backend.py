@@ -48,17 +48,25 @@ class OpsBackend(Protocol):
 
     requires_token: bool
 
-    def authorize(self, token: str | None, verb: Verb, namespace: str | None, name: str | None) -> Any: ...
+    def authorize(self, token: str | None, verb: Verb, namespace: str | None, name: str | None) -> Any:
+        """Check the caller's `token` for `verb` on the application (or, for list with no namespace, only
+        authenticate); return the caller. Unauthorized (401) or Forbidden (403) otherwise."""
 
-    def applications(self, caller: Any) -> list[ApplicationSummary]: ...
+    def applications(self, caller: Any) -> list[ApplicationSummary]:
+        """The applications `caller` (what authorize returned) may see."""
 
-    def application(self, namespace: str, name: str) -> ApplicationView: ...
+    def application(self, namespace: str, name: str) -> ApplicationView:
+        """One application with its live figures; NotFound if there is none of that name."""
 
-    def dead_letters(self, namespace: str, name: str, limit: int) -> list[DeadLetterView]: ...
+    def dead_letters(self, namespace: str, name: str, limit: int) -> list[DeadLetterView]:
+        """The newest `limit` dead letters of the application (newest first)."""
 
-    def savepoints(self, namespace: str, name: str) -> list[SavepointView]: ...
+    def savepoints(self, namespace: str, name: str) -> list[SavepointView]:
+        """The application's savepoints."""
 
-    def command(self, namespace: str, name: str, request: CommandRequest) -> list[CommandResultView]: ...
+    def command(self, namespace: str, name: str, request: CommandRequest) -> list[CommandResultView]:
+        """Run a control command on the application's streamlets (all, or `request.target`): one result per
+        streamlet. BadRequest for an unknown command, NotFound for an unknown target."""
 
     def metrics(self) -> tuple[bytes, str]:
         """The Prometheus exposition this server adds (body, content type)."""

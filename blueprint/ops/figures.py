@@ -46,6 +46,9 @@ class RateTracker:
         self._seen: dict[tuple[str, ...], deque[tuple[float, float]]] = {}
 
     def rate(self, key: tuple[str, ...], value: float, now: float | None = None) -> float | None:
+        """Per-second growth of the count `value` of `key` (records/s of a topic's end offsets) since the
+        oldest look within `window` seconds, or None until looks span half a second; a count that shrinks
+        (a recreated topic) starts over. `now`: time.monotonic() by default."""
         now = time.monotonic() if now is None else now
         seen = self._seen.setdefault(key, deque())
         if seen and value < seen[-1][1]:  # a reset (topic recreated): start over

@@ -110,16 +110,22 @@ async def _body(request: web.Request, model: type[BaseModel]) -> Any:
 # --- the API ---------------------------------------------------------------------------------
 
 async def list_applications(request: web.Request) -> web.Response:
+    """GET /api/v1/applications: the ApplicationSummary list the caller may see (OpsBackend.applications);
+    401/403 as `authorize` decides."""
     backend = request.app[BACKEND]
     return _json(await _call(request, "list", backend.applications))
 
 
 async def get_application(request: web.Request) -> web.Response:
+    """GET /api/v1/namespaces/{namespace}/applications/{name}: the ApplicationView with live figures; 404 for
+    an unknown application."""
     backend, m = request.app[BACKEND], request.match_info
     return _json(await _call(request, "get", backend.application, m["namespace"], m["name"]))
 
 
 async def get_dead_letters(request: web.Request) -> web.Response:
+    """GET .../dead-letters?limit=N: the newest N (1..500, default 20) dead letters of the application's dead-
+    letter topic; 400 if `limit` is not a whole number."""
     backend, m = request.app[BACKEND], request.match_info
     try:
         limit = min(max(int(request.query.get("limit", "20")), 1), 500)
@@ -129,11 +135,14 @@ async def get_dead_letters(request: web.Request) -> web.Response:
 
 
 async def get_savepoints(request: web.Request) -> web.Response:
+    """GET .../savepoints: the application's savepoints (a SavepointView list, in the backend's order)."""
     backend, m = request.app[BACKEND], request.match_info
     return _json(await _call(request, "get", backend.savepoints, m["namespace"], m["name"]))
 
 
 async def take_savepoint(request: web.Request) -> web.Response:
+    """POST .../savepoints (SavepointRequest: streamlet, reason): a `savepoint` control command through the
+    backend; one CommandResultView per targeted streamlet. 400 for a malformed body."""
     backend, m = request.app[BACKEND], request.match_info
     body: SavepointRequest = await _body(request, SavepointRequest)
     command = CommandRequest(command="savepoint", target=body.streamlet, args={"reason": body.reason})
@@ -141,23 +150,30 @@ async def take_savepoint(request: web.Request) -> web.Response:
 
 
 async def send_command(request: web.Request) -> web.Response:
+    """POST .../commands (CommandRequest: command, target, args): a control command through the backend; one
+    CommandResultView per targeted streamlet. 400 for a malformed body or unknown command."""
     backend, m = request.app[BACKEND], request.match_info
     body: CommandRequest = await _body(request, CommandRequest)
     return _json(await _call(request, "patch", backend.command, m["namespace"], m["name"], body))
 
 
 async def metrics(request: web.Request) -> web.Response:
+    """GET /metrics: the backend's Prometheus exposition (text format, the backend's content type); no
+    authorization, as Prometheus scrapes it."""
     body, content_type = await asyncio.to_thread(request.app[BACKEND].metrics)
     return web.Response(body=body, headers={"Content-Type": content_type})
 
 
 async def openapi(request: web.Request) -> web.Response:
+    """GET /openapi.json: the API's OpenAPI 3 document (blueprint.ops.openapi), with bearer security when the
+    backend requires a token."""
     from .openapi import document
 
     return web.json_response(document(secured=request.app[BACKEND].requires_token))
 
 
 async def healthz(request: web.Request) -> web.Response:
+    """GET /healthz: `ok` (200) while the server's event loop runs."""
     return web.Response(text="ok")
 
 
@@ -168,6 +184,8 @@ def _html(text: str) -> web.Response:
 
 
 async def index(request: web.Request) -> web.Response:
+    """GET /: the web view's list of applications; with one application and no token (the sandbox), a redirect
+    to its page."""
     backend = request.app[BACKEND]
     apps = await _call(request, "list", backend.applications)
     if len(apps) == 1 and not backend.requires_token:  # the sandbox: its one application
@@ -176,6 +194,8 @@ async def index(request: web.Request) -> web.Response:
 
 
 async def application_page(request: web.Request) -> web.Response:
+    """GET /ui/namespaces/{namespace}/applications/{name}: the application's web page (graph, streamlets,
+    topics, the 20 newest dead letters, savepoints)."""
     backend, m = request.app[BACKEND], request.match_info
     ns, name = m["namespace"], m["name"]
     app = await _call(request, "get", backend.application, ns, name)
@@ -185,10 +205,13 @@ async def application_page(request: web.Request) -> web.Response:
 
 
 async def login_form(request: web.Request) -> web.Response:
+    """GET /login: the sign-in page (a Kubernetes bearer token) of a server that requires one."""
     return _html(view.login_page())
 
 
 async def login(request: web.Request) -> web.Response:
+    """POST /login (form field `token`): checks the token with the backend (`authorize` for list) and keeps it
+    in a cookie; the form again, with the reason, on 401."""
     form = await request.post()
     token = str(form.get("token") or "").strip()
     try:
@@ -237,6 +260,8 @@ class OpsServer:
         self._thread: threading.Thread | None = None
 
     def start(self) -> "OpsServer":
+        """Serve on a thread of its own and return self once listening; raises OSError naming host, port and
+        the reason when it cannot listen (a port in use). Port 0 takes a free port (`port` then holds it)."""
         ready = threading.Event()
         failure: list[BaseException] = []
 
@@ -269,9 +294,12 @@ class OpsServer:
 
     @property
     def url(self) -> str:
+        """`http://<host>:<port>`, the base URL of the API and the web view."""
         return f"http://{self.host}:{self.port}"
 
     def stop(self) -> None:
+        """Stop the event loop and wait up to 10 seconds for the server's thread; a server never started is
+        left as is."""
         if self._loop is not None and self._thread is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)

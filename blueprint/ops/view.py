@@ -40,16 +40,20 @@ def _time(seconds: float | None) -> str:
 
 
 def page(title: str, body: str, refresh: bool = True) -> str:
+    """A complete HTML page: `title` (escaped), `body` (HTML as given) and the stylesheet; with `refresh`, the
+    page reloads itself every REFRESH_SECONDS."""
     head = f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">' if refresh else ""
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">{head}<title>{escape(title)}</title>'
             f"<style>{_STYLE}</style></head><body>{body}</body></html>")
 
 
 def app_path(namespace: str, name: str) -> str:
+    """The web view's path of an application's page, `/ui/namespaces/<ns>/applications/<name>` (URL-quoted)."""
     return f"/ui/namespaces/{quote(namespace)}/applications/{quote(name)}"
 
 
 def applications_page(apps: list[ApplicationSummary]) -> str:
+    """The page listing `apps`: name (a link to its page), namespace, app id, phase and ready streamlets."""
     rows = "".join(f'<tr data-app="{escape(a.name)}"><td class="l"><a href="{app_path(a.namespace, a.name)}">{escape(a.name)}</a></td>'
                    f'<td class="l">{escape(a.namespace)}</td><td class="l">{escape(a.app_id)}</td>'
                    f'<td class="l">{escape(a.phase)}</td><td>{escape(a.ready)}</td></tr>' for a in apps)
@@ -59,6 +63,8 @@ def applications_page(apps: list[ApplicationSummary]) -> str:
 
 
 def application_page(app: ApplicationView, dead_letters: list[DeadLetterView], savepoints: list[SavepointView]) -> str:
+    """An application's page: its graph (graph_svg), streamlets with rates and lag, topics, the given dead
+    letters and savepoints."""
     meta = (f'<div class="meta">namespace {escape(app.namespace)} · app id {escape(app.app_id)} · phase '
             f'<b>{escape(app.phase)}</b> · ready {escape(app.ready)} · dead letters {_num(app.dead_letters)} · '
             f'<a href="/">all applications</a> · <a href="/api/v1/namespaces/{quote(app.namespace)}/applications/{quote(app.name)}">JSON</a></div>')
@@ -150,6 +156,8 @@ def _columns(app: ApplicationView) -> tuple[dict[str, int], dict[str, int]]:
 
 
 def graph_svg(app: ApplicationView) -> str:
+    """The application as an inline SVG: streamlets and topics in columns (producers left of their topics,
+    consumers right), edges with the topics' rates."""
     streamlet_col, topic_col = _columns(app)
     width_of = {c: (_SW if c % 2 else _TW) for c in set(streamlet_col.values()) | set(topic_col.values())}
     cols = sorted(width_of)
@@ -212,6 +220,7 @@ def _line(x1: float, y1: float, x2: float, y2: float) -> str:
 
 
 def login_page(error: str | None = None) -> str:
+    """The sign-in form (a Kubernetes bearer token), with `error` shown above it when given."""
     note = f'<p class="failed">{escape(error)}</p>' if error else ""
     return page("Streamlets: sign in", "<h1>Sign in</h1>"
                 "<p>Paste a Kubernetes bearer token (for example <code>kubectl create token NAME</code>); "

@@ -37,6 +37,8 @@ def _size(n: int) -> str:
 
 
 def full_disk_message(folder: Path, said_by: Path | None = None) -> str:
+    """One line for a full disk: the state folder, its free and total space, the file that said so (`said_by`)
+    and what to do."""
     free, total = free_bytes(folder)
     where = f"; {said_by} says {NO_SPACE!r}" if said_by is not None else ""
     return (f"the disk of the state folder {folder} is full ({_size(free)} free of {_size(total)}){where}: "

@@ -336,6 +336,7 @@ class KafkaBroker:
             self._proc.wait()
 
     def is_running(self) -> bool:
+        """True while the broker's process runs (started and not exited)."""
         return self._proc is not None and self._proc.poll() is None
 
     def __enter__(self) -> "KafkaBroker":

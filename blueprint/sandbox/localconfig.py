@@ -1,26 +1,33 @@
-"""The run config file of the sandbox: per-streamlet config-parameter values, volume-mount
-folders and Spark settings, in HOCON (Cloudflow's format), YAML or JSON.
+"""The run config of the sandbox: per-streamlet config-parameter values, volume-mount folders,
+Spark settings and the single settings of streamlets.settings, from a config file in HOCON
+(Cloudflow's format), YAML or JSON and command-line `key=value` pairs on top.
 
     streamlets {
       stats.config-parameters.watermark-delay = "2 hours"
       flights.volume-mounts.source = "data/flights"     # relative to this file's folder
       stats.spark { spark.sql.shuffle.partitions = 2 }
+      stats.delivery = at-least-once
     }
 
-Command-line `key=value` pairs (`streamlets.stats.config-parameters.watermark-delay=1h`) come
-on top. Values are checked against the streamlets' declarations before anything starts.
+The file and the pairs are read by blueprint.configcheck (config_entries) and checked there
+against the streamlets' declarations (check_config) before anything starts; `settings_from_entries`
+sorts the checked entries per streamlet. `load_settings` reads and sorts for callers without a
+resolved blueprint.
 """
 
 from __future__ import annotations
-
 
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from streamlets.settings import BY_FIELD, SETTINGS
+
+from ..configcheck import COMMAND_LINE, ConfigReadError, Entry, config_entries
 from ..errors import BlueprintError
-from ..scopes import (CONFIG_PARAMETERS, DEPLOY_ONLY_TOP_LEVEL, KUBERNETES, STREAMLETS, VOLUME_MOUNTS, parse_scope, setting_value,
-                      spark_text)
+from ..loader import HOCON_SUFFIXES
+from ..scopes import (CONFIG_PARAMETERS, DEPLOY_ONLY_TOP_LEVEL, KUBERNETES, RUNTIMES, STREAMLETS, VOLUME_MOUNTS,
+                      parse_scope, setting_value, spark_text)
 from ..scopes import STREAMLET_SECTIONS as SECTIONS
 
 # Deploy-time scopes a shared config file may carry (DEPLOY_ONLY_TOP_LEVEL); the sandbox applies
@@ -32,108 +39,104 @@ class LocalConfigError(BlueprintError, ValueError):
     """The run config file or a key=value override is malformed or names something unknown."""
 
 
-@dataclass
+@dataclass(init=False)
 class StreamletSettings:
+    """One streamlet's run settings. `settings`: its single settings (streamlets.settings) that
+    are set, by run config field (`progress_tracking`), in their normal text; each is also an
+    attribute (`.delivery`), None when unset (the run config's default applies)."""
+
     config_parameters: dict[str, Any] = field(default_factory=dict)
     volume_mounts: dict[str, str] = field(default_factory=dict)
     spark: dict[str, str] = field(default_factory=dict)
-    on_failure: str | None = None  # streamlets.<name>.on-failure: stop | quarantine (streamlets.runtime.quarantine)
-    delivery: str | None = None  # streamlets.<name>.delivery: exactly-once (default) or at-least-once
-    trigger: str | None = None  # streamlets.<name>.trigger (streamlets.trigger text form)
-    progress_tracking: str | None = None  # streamlets.<name>.progress-tracking: sync (default) or async [<interval>]
+    settings: dict[str, str] = field(default_factory=dict)
+
+    def __init__(self, config_parameters: dict[str, Any] | None = None, volume_mounts: dict[str, str] | None = None,
+                 spark: dict[str, str] | None = None, **settings: str | None) -> None:
+        unknown = sorted(set(settings) - set(BY_FIELD))
+        if unknown:
+            raise TypeError(f"no streamlet setting {', '.join(unknown)} (streamlets.settings: {', '.join(BY_FIELD)})")
+        self.config_parameters = dict(config_parameters or {})
+        self.volume_mounts = dict(volume_mounts or {})
+        self.spark = dict(spark or {})
+        self.settings = {k: BY_FIELD[k].normal(v) for k, v in settings.items() if v is not None}
+
+    def __getattr__(self, name: str) -> str | None:
+        if name in BY_FIELD:
+            return self.__dict__.get("settings", {}).get(name)
+        raise AttributeError(name)
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise LocalConfigError(f"{path}: cannot read: {e.strerror}") from None
-    try:
-        if path.suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text) or {}
-        else:
-            from pyhocon import HOCONConverter
-            import json
-
-            from .. import hocon
-
-            # Through JSON so that the result is plain dicts (pyhocon's ConfigTree keeps dotted keys apart).
-            data = json.loads(HOCONConverter.to_json(hocon.parse(text)))
-    except Exception as e:  # parser errors carry line numbers in their text
-        raise LocalConfigError(f"{path}: not valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'HOCON'}: {e}") from None
-    if not isinstance(data, dict):
-        raise LocalConfigError(f"{path}: the top level must be a map with a 'streamlets' section")
-    return data
-
-
-def _flatten(prefix: str, value: Any) -> Iterable[tuple[str, Any]]:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from _flatten(f"{prefix}.{k}" if prefix else str(k), v)
-    else:
-        yield prefix, value
-
-
-def parse_override(text: str) -> tuple[str, str]:
-    """`streamlets.<name>.<section>.<key>=value` from the command line."""
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise LocalConfigError(f"{text!r}: overrides are key=value, e.g. streamlets.stats.config-parameters.window=1h")
-    return key.strip(), value.strip()
-
-
-def load_settings(
-    config_file: Path | None,
-    overrides: Iterable[str],
-    streamlets: Iterable[str],
-) -> dict[str, StreamletSettings]:
-    """Settings per streamlet instance from the file and the overrides (overrides win).
-
-    Relative volume-mount folders resolve against the config file's folder (the current folder
-    for overrides). Raises LocalConfigError naming the file and key for unknown streamlets,
-    unknown sections and malformed text.
-    """
-    names = set(streamlets)
-    settings = {n: StreamletSettings() for n in names}
-    sources: list[tuple[str, Path, list[tuple[str, Any]]]] = []
-    if config_file is not None:
-        data = _read(config_file)
-        unknown_top = sorted(set(data) - {STREAMLETS, *DEPLOY_ONLY_TOP_LEVEL})
-        if unknown_top:
-            raise LocalConfigError(f"{config_file}: unknown top-level key(s) {', '.join(unknown_top)}; expected "
-                                   f"'streamlets' (or {', '.join(DEPLOY_ONLY_TOP_LEVEL)})")
-        runtime_spark = (((data.get("runtimes") or {}).get("spark") or {}).get("config") or {})
-        pairs = [(f"streamlets.{n}.spark.{k}", v) for n in sorted(names) for k, v in _flatten("", runtime_spark)]
-        sources.append((str(config_file), config_file.parent,
-                        pairs + list(_flatten("streamlets", data.get("streamlets") or {}))))
-    sources.append(("command line", Path.cwd(), [parse_override(o) for o in overrides]))
-    for where, base, pairs in sources:
-        for key, value in pairs:
-            scope = parse_scope(key.split("."))
-            if scope.is_streamlet_setting() and scope.owner in names:
-                setting = str(scope.section)
-                try:
-                    text = setting_value(setting, value)
-                except ValueError as e:
-                    raise LocalConfigError(f"{where}: {key!r}: {e}") from None
-                setattr(settings[str(scope.owner)], setting.replace("-", "_"), text)
-                continue
-            if not scope.is_streamlet():
-                raise LocalConfigError(f"{where}: {key!r} is not of the form streamlets.<name>.<section>.<key>")
-            name, section, item = scope.owner, scope.section, scope.item
-            if name not in names:
-                raise LocalConfigError(f"{where}: {key!r}: the blueprint has no streamlet {name!r} (it has {', '.join(sorted(names))})")
-            if section not in SECTIONS:
-                raise LocalConfigError(f"{where}: {key!r}: unknown section {section!r}; use one of {', '.join(SECTIONS)}")
-            target = settings[name]
-            if section == CONFIG_PARAMETERS:
-                target.config_parameters[item] = value
-            elif section == KUBERNETES:
-                continue  # pod resources: the operator's, not the sandbox's
-            elif section == VOLUME_MOUNTS:
-                target.volume_mounts[item] = str((base / str(value)).resolve())
-            else:
-                target.spark[item] = spark_text(value)
+def settings_from_entries(entries: Iterable[Entry], streamlets: Iterable[str]) -> dict[str, StreamletSettings]:
+    """Settings per streamlet instance from config entries in the order given (a later entry for
+    a key wins), as blueprint.configcheck read and checked them: keys the sandbox does not act on
+    (pods, topics, Kafka) are left out. Relative volume-mount folders resolve against the folder
+    of the entry's config file (the current folder for command-line entries)."""
+    settings = {n: StreamletSettings() for n in streamlets}
+    runtime_spark: dict[str, str] = {}
+    for e in entries:
+        scope = parse_scope(e.parts)
+        if scope.top == RUNTIMES and scope.is_runtime("config"):
+            runtime_spark[scope.item] = spark_text(e.value)
+            continue
+        if scope.top != STREAMLETS or scope.owner not in settings:
+            continue
+        target = settings[str(scope.owner)]
+        if scope.is_streamlet_setting():
+            setting = SETTINGS[str(scope.section)]
+            target.settings[setting.field] = setting.normal(e.value)
+        elif scope.section == CONFIG_PARAMETERS:
+            target.config_parameters[scope.item] = e.value
+        elif scope.section == VOLUME_MOUNTS:
+            base = Path.cwd() if e.source == COMMAND_LINE else Path(e.source).parent
+            target.volume_mounts[scope.item] = str((base / str(e.value)).resolve())
+        elif scope.section != KUBERNETES:  # pod resources: the operator's, not the sandbox's
+            target.spark[scope.item] = spark_text(e.value)
+    for s in settings.values():  # a streamlet's own Spark settings win over runtimes.spark.config
+        s.spark = {**runtime_spark, **s.spark}
     return settings
+
+
+def load_settings(config_file: Path | None, overrides: Iterable[str], streamlets: Iterable[str]) -> dict[str, StreamletSettings]:
+    """Settings per streamlet instance from the file and the overrides (overrides win), read by
+    blueprint.configcheck.config_entries, for callers without a resolved blueprint to check them
+    against (blueprint.configcheck.check_config does that fully).
+
+    Raises LocalConfigError naming the file (or the command line) and key for an unreadable or
+    malformed file, malformed overrides, unknown top-level keys and streamlets, unknown sections
+    and bad setting values.
+    """
+    names = sorted(set(streamlets))
+    try:
+        entries, problems = config_entries([config_file] if config_file is not None else [], overrides)
+    except ConfigReadError as err:
+        raise LocalConfigError(str(err).replace(": cannot read config:", ": cannot read:")) from None
+    for p in problems:
+        if p.file == COMMAND_LINE:
+            raise LocalConfigError(f"{p.message}: overrides are key=value, e.g. streamlets.stats.config-parameters.window=1h")
+        kind = "HOCON" if Path(p.file).suffix in HOCON_SUFFIXES else "YAML"
+        what = "the top level must be a map with a 'streamlets' section" if "must be a mapping" in p.message \
+            else f"not valid {kind}: {p.message}" + (f" (line {p.line})" if p.line else "")
+        raise LocalConfigError(f"{p.file}: {what}")
+    unknown_top = sorted({e.parts[0] for e in entries
+                          if e.source != COMMAND_LINE and e.parts[0] not in (STREAMLETS, *DEPLOY_ONLY_TOP_LEVEL)})
+    if unknown_top:
+        raise LocalConfigError(f"{config_file}: unknown top-level key(s) {', '.join(unknown_top)}; expected "
+                               f"'streamlets' (or {', '.join(DEPLOY_ONLY_TOP_LEVEL)})")
+    for e in entries:
+        scope = parse_scope(e.parts)
+        if scope.top != STREAMLETS and e.source != COMMAND_LINE:
+            continue
+        where = f"{e.source}: {e.key!r}"
+        if scope.owner is not None and scope.owner not in names and (scope.is_streamlet() or scope.is_streamlet_setting()):
+            raise LocalConfigError(f"{where}: the blueprint has no streamlet {scope.owner!r} (it has {', '.join(names)})")
+        if scope.is_streamlet_setting():
+            try:
+                setting_value(str(scope.section), e.value)
+            except ValueError as err:
+                raise LocalConfigError(f"{where}: {err}") from None
+        elif not scope.is_streamlet():
+            raise LocalConfigError(f"{where} is not of the form streamlets.<name>.<section>.<key>")
+        elif scope.section not in SECTIONS:
+            raise LocalConfigError(f"{where}: unknown section {scope.section!r}; use one of {', '.join(SECTIONS)}")
+    return settings_from_entries(entries, names)
+

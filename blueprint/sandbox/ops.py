@@ -8,7 +8,8 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -17,6 +18,7 @@ from blueprint.ops.deadletters import recent_dead_letters
 from blueprint.ops.figures import RateTracker, fill, samples_of
 from blueprint.ops.model import (ApplicationSummary, ApplicationView, CommandRequest, CommandResultView, DeadLetterView,
                                  SavepointView, StreamletView, TopicView, Verb)
+from blueprint.model import Blueprint
 from blueprint.topics import dead_letter_topic
 from streamlets.runtime.layout import StateLayout
 from streamlets.streamlet import Streamlet
@@ -24,10 +26,45 @@ from streamlets.streamlet import Streamlet
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
 
-    from .run import Sandbox
+    from streamlets.runtime.runner import StreamletRuntime
 
 NAMESPACE = "local"
 log = logging.getLogger("streamlets.sandbox")
+
+
+class SavepointsOption(Protocol):
+    """The sandbox option the backend reads: the savepoint root (None: `<state dir>/savepoints`)."""
+
+    @property
+    def savepoints(self) -> str | None:
+        """`--savepoints`: the savepoint root, or None for `<state dir>/savepoints`."""
+
+
+class SandboxView(Protocol):
+    """What the backend reads of a running sandbox (blueprint.sandbox.run.Sandbox satisfies it;
+    named here as a protocol, so that this module does not import the sandbox that starts it).
+    `runtime` is None until the streamlets start; a `supervisor` attribute, when present, names the
+    streamlets it is restarting."""
+
+    @property
+    def bp(self) -> Blueprint:
+        """The blueprint the sandbox runs."""
+
+    @property
+    def classes(self) -> Mapping[str, type]:
+        """Instance name -> its streamlet class."""
+
+    @property
+    def runtime(self) -> StreamletRuntime | None:
+        """The StreamletRuntime, None until the streamlets start."""
+
+    @property
+    def state_dir(self) -> Path:
+        """The sandbox's state folder (`.streamlets/<app-id>` by default)."""
+
+    @property
+    def options(self) -> SavepointsOption:
+        """The sandbox's options (SandboxOptions); the backend reads `savepoints`."""
 
 
 class SandboxBackend:
@@ -35,7 +72,7 @@ class SandboxBackend:
 
     requires_token = False
 
-    def __init__(self, sandbox: "Sandbox", registry: "CollectorRegistry", bootstrap: str) -> None:
+    def __init__(self, sandbox: SandboxView, registry: "CollectorRegistry", bootstrap: str) -> None:
         self.sandbox = sandbox
         self.registry = registry
         self.bootstrap = bootstrap
@@ -57,11 +94,13 @@ class SandboxBackend:
         self._sampler.start()
 
     def stop(self) -> None:
+        """Stop sampling (start_sampling) and wait up to 10 seconds for the sampler's thread."""
         self._stop.set()
         if self._sampler is not None:
             self._sampler.join(10)
 
     def authorize(self, token: str | None, verb: Verb, namespace: str | None, name: str | None) -> None:
+        """Everyone may do everything: the loopback interface is the boundary (no token is asked for)."""
         return None  # the loopback interface is the boundary: every caller may do everything
 
     def _check(self, namespace: str, name: str) -> None:
@@ -95,9 +134,13 @@ class SandboxBackend:
                                   ready=f"{running}/{len(statuses)}")
 
     def applications(self, caller: object = None) -> list[ApplicationSummary]:
+        """The sandbox's one application, as namespace `local`."""
         return [self._summary(self._statuses())]
 
     def application(self, namespace: str, name: str) -> ApplicationView:
+        """The application with its streamlets' statuses (starting, running, restarting, failed, stopped),
+        their topics and the figures of the runtime's metrics registry; NotFound for another
+        namespace/name."""
         self._check(namespace, name)
         bp, sandbox = self.sandbox.bp, self.sandbox
         statuses = self._statuses()
@@ -117,10 +160,14 @@ class SandboxBackend:
         return fill(view, samples_of(self.registry.collect()), self.rates)
 
     def dead_letters(self, namespace: str, name: str, limit: int) -> list[DeadLetterView]:
+        """The newest `limit` records of the application's dead-letter topic (blueprint.ops.deadletters);
+        NotFound for another application."""
         self._check(namespace, name)
         return recent_dead_letters(self.bootstrap, dead_letter_topic(self.sandbox.bp), limit)
 
     def savepoints(self, namespace: str, name: str) -> list[SavepointView]:
+        """The application's savepoints under the savepoint root (streamlets.state.savepoint.list_savepoints);
+        [] if the root cannot be read."""
         from streamlets.state.savepoint import batch_ids, list_savepoints
 
         self._check(namespace, name)
@@ -160,4 +207,5 @@ class SandboxBackend:
         return out
 
     def metrics(self) -> tuple[bytes, str]:
+        """The runtime's Prometheus registry in the text exposition format: (body, content type)."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -26,6 +26,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.live import Live
 
+from blueprint.configcheck import Entry
 from blueprint.model import Blueprint
 from blueprint.topics import application_topics, dead_letter_topic, topic_bindings
 from streamlets.config import StreamletConfig
@@ -35,7 +36,7 @@ from streamlets.runtime.runconfig import StreamletRunConfig
 from streamlets.runtime.runner import start_control_listener
 
 from .diskspace import DiskWatch
-from .localconfig import LocalConfigError, StreamletSettings, load_settings
+from .localconfig import LocalConfigError, StreamletSettings, load_settings, settings_from_entries
 from .statelock import StateLock
 from .view import TopicRow, plain_line, render
 from ..errors import BlueprintError
@@ -50,6 +51,9 @@ class SandboxOptions:
     state_dir: Path | None = None
     config_file: Path | None = None
     overrides: list[str] = field(default_factory=list)
+    # the config file's entries, then the overrides', as `blueprint run` checked them (blueprint.configcheck);
+    # None: config_file and overrides are read here
+    entries: list[Entry] | None = None
     kafka: str | None = None
     exit_when_done: bool = False
     idle_seconds: float = 5.0  # quiet time (no input anywhere) that counts as "all input processed"
@@ -87,8 +91,17 @@ def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings:
         raise SandboxError(f"streamlet {name!r} declares no volume mount(s) {', '.join(unknown)} "
                            f"(declared: {', '.join(sorted(declared)) or 'none'})")
     mounts = {m: settings.volume_mounts.get(m) or state.volume(name, m) for m in declared}
-    for folder in mounts.values():
-        Path(folder).mkdir(parents=True, exist_ok=True)
+    read_only = {m.name for m in cls.volume_mounts() if m.access_mode == "ReadOnlyMany"}
+    for mount, folder in mounts.items():
+        if mount not in read_only:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+        elif not Path(folder).is_dir():
+            # A source the sandbox created would be an empty input and a green run that read nothing.
+            what = "is no folder" if Path(folder).exists() else "does not exist"
+            raise SandboxError(f"streamlet {name!r}: volume mount {mount!r} (ReadOnlyMany: its input) maps to {folder}, "
+                               f"which {what}; map it to the folder holding the input in the run config "
+                               f"(streamlets.{name}.volume-mounts.{mount} = <folder>, relative to the config file) "
+                               f"or create {folder}")
     return StreamletRunConfig(
         app_id=bp.app_id,
         streamlet=name,
@@ -103,12 +116,24 @@ def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings:
         state_dump_root=state.dumps,
         dead_letter_topic=dead_letter_topic(bp),
         trigger_interval=trigger,
-        trigger=settings.trigger,
         spark_conf=settings.spark,
-        on_failure=settings.on_failure,
-        delivery=settings.delivery or "exactly-once",
-        progress_tracking=settings.progress_tracking or "sync",
+        **settings.settings,  # streamlets.settings: unset ones take the run config's defaults
     )
+
+
+def empty_inputs(runs: list[StreamletRunConfig], classes: dict[str, type]) -> list[str]:
+    """One line per ReadOnlyMany volume mount whose folder holds no file yet (the streamlet has no
+    input until files arrive there), for the sandbox's warnings."""
+    lines = []
+    for run in runs:
+        for mount in classes[run.streamlet].volume_mounts():
+            folder = Path(run.volume_mounts[mount.name])
+            # Spark's file sources skip names starting with `.` or `_` (InMemoryFileIndex)
+            if mount.access_mode == "ReadOnlyMany" and not any(
+                    p.is_file() and not p.name.startswith((".", "_")) for p in folder.rglob("*")):
+                lines.append(f"streamlet {run.streamlet!r}: volume mount {mount.name!r} ({folder}) is empty: "
+                             f"it reads nothing until files arrive there")
+    return lines
 
 
 class Sandbox:
@@ -170,16 +195,36 @@ class Sandbox:
             h.setFormatter(fmt)
             lg.addHandler(h)
 
-    def _start_kafka(self) -> str:
+    def _start_kafka_and_spark(self) -> str:
+        """Start the Kafka broker and Spark at once (each takes seconds, mostly a JVM starting);
+        returns the bootstrap servers, with the application's topics created, and sets
+        self.broker and self.spark. The broker starts in this thread, as its JVM ends with the
+        thread that started it (PR_SET_PDEATHSIG, blueprint.sandbox.kafka_broker); Spark in
+        another, which this one awaits whatever becomes of the broker, so that _shutdown finds
+        both. Raises the broker's error first, else Spark's."""
+        from concurrent.futures import ThreadPoolExecutor
+
         from .kafka_broker import KafkaBroker, create_topics
 
-        if self.options.kafka:
-            bootstrap = self.options.kafka
-        else:
+        if not self.options.kafka:
             self.console.print(f"starting Kafka broker (state in {self.layout.kafka})")
-            self.broker = KafkaBroker(Path(self.layout.kafka)).start()
-            bootstrap = self.broker.bootstrap_servers
-        create_topics(bootstrap, application_topics(self.bp))
+        self.console.print(f"starting Spark (log in {self.layout.log('spark')})")
+        with ThreadPoolExecutor(1, thread_name_prefix="spark-start") as pool:
+            spark = pool.submit(self._start_spark)  # prints nothing: its JVM's start redirects fds 1 and 2
+            try:
+                if self.options.kafka:
+                    bootstrap = self.options.kafka
+                else:
+                    self.broker = KafkaBroker(Path(self.layout.kafka)).start()
+                    bootstrap = self.broker.bootstrap_servers
+                create_topics(bootstrap, application_topics(self.bp))
+            except BaseException:
+                try:
+                    self.spark = spark.result()
+                except Exception:  # the broker's error is the one to show
+                    pass
+                raise
+            self.spark = spark.result()
         return bootstrap
 
     def _start_spark(self):
@@ -189,7 +234,6 @@ class Sandbox:
 
         log_file = Path(self.layout.log("spark"))
         conf = log4j_conf(log_file)
-        self.console.print(f"starting Spark (log in {log_file})")
         with jvm_output_to(log_file):
             return build_spark_session(f"sandbox-{self.bp.app_id}", conf, master=self.options.master)
 
@@ -212,7 +256,8 @@ class Sandbox:
         from streamlets.runtime.transport import KafkaTransport
 
         try:
-            settings = load_settings(self.options.config_file, self.options.overrides, self.bp.streamlets)
+            settings = settings_from_entries(self.options.entries, self.bp.streamlets) if self.options.entries is not None \
+                else load_settings(self.options.config_file, self.options.overrides, self.bp.streamlets)
         except LocalConfigError as e:
             raise SandboxError(str(e)) from None
         unknown = sorted(set(self.options.state_partitions) - set(self.bp.streamlets))
@@ -229,15 +274,17 @@ class Sandbox:
                            trigger=self.options.trigger)
             for name in self.bp.streamlets
         ]
+        for line in empty_inputs(runs, self.classes):
+            self.console.print(f"[yellow]warning:[/] {line}")
+
         def on_signal(*_):
             self.stop_requested.set()
 
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            bootstrap = self._start_kafka()
+            bootstrap = self._start_kafka_and_spark()
             if self.broker is not None:
                 self._disk.follow(self.broker.log_file)
-            self.spark = self._start_spark()
             # PySpark's SparkContext installs its own SIGINT handler (cancel jobs, raise
             # KeyboardInterrupt); ours stops the queries first and then Spark, in order.
             signal.signal(signal.SIGINT, on_signal)

@@ -28,6 +28,8 @@ class Tries:
     times: list[float] = field(default_factory=list)
 
     def add(self, now: float, window: float) -> int:
+        """Count a try at `now` (seconds, monotonic) and return the tries within the last `window` seconds,
+        this one included."""
         self.times = [t for t in self.times if now - t < window] + [now]
         return len(self.times)
 

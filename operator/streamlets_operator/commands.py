@@ -28,6 +28,9 @@ class RequestError(StreamletError, ValueError):
 
 
 def parse_request(text: str) -> dict[str, Any]:
+    """The command request annotation's JSON as `{id, command, target, args}` (a new id if none is given; args
+    as strings); RequestError, naming the annotation, for text that is not JSON, an unknown command or args
+    that are not an object."""
     from streamlets.runtime.control import COMMANDS
 
     try:
@@ -44,6 +47,7 @@ def parse_request(text: str) -> dict[str, Any]:
 
 
 def now() -> str:
+    """The current UTC time as ISO-8601 with seconds and `Z` (the commands' and savepoints' status times)."""
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
@@ -101,4 +105,5 @@ def savepoint_entries(entries: list[dict[str, Any]], reason: str) -> list[dict[s
 
 
 def appended(status: dict[str, Any], key: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`status[key]` with `entries` appended, keeping the last KEEP (50) entries."""
     return ((status.get(key) or []) + entries)[-KEEP:]

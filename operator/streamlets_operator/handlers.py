@@ -179,7 +179,7 @@ def _savepoint_before_upgrade(app: dict[str, Any], rendered: dict[str, Any], pat
     (retried; upgrade mode last-state skips it); an unanswered one means the streamlet is not
     running, and it upgrades with the last state of its checkpoints."""
     spec, meta = app["spec"], app["metadata"]
-    if spec.get("upgradeMode") != "savepoint":
+    if render.typed(spec).upgrade_mode != "savepoint":  # rendered: the spec is valid
         return
     existing = {sa["metadata"].get("labels", {}).get(render.LABEL_STREAMLET): sa
                 for sa in kube.owned_spark_apps(meta["namespace"], meta["name"], meta["uid"])}

@@ -32,12 +32,14 @@ def api_client():
 
 
 def core():
+    """The Kubernetes CoreV1Api on the operator's API client."""
     from kubernetes import client
 
     return client.CoreV1Api(api_client())
 
 
 def custom():
+    """The Kubernetes CustomObjectsApi on the operator's API client."""
     from kubernetes import client
 
     return client.CustomObjectsApi(api_client())
@@ -83,6 +85,8 @@ def _hash(obj: dict[str, Any] | None) -> str | None:
 # --- Secrets ------------------------------------------------------------------------------------
 
 def get_secret(ns: str, name: str) -> dict | None:
+    """Secret `name` in `ns` as a plain dict (API field names), or None if there is none; other API errors as
+    `call` maps them."""
     try:
         return api_client().sanitize_for_serialization(call(f"reading Secret {name}", core().read_namespaced_secret, name, ns))
     except NotFound:
@@ -107,6 +111,7 @@ def apply_secret(desired: dict[str, Any]) -> str | None:
 # --- SparkApplications --------------------------------------------------------------------------
 
 def get_spark_app(ns: str, name: str) -> dict | None:
+    """SparkApplication `name` in `ns` as a dict, or None if there is none."""
     try:
         return call(f"reading SparkApplication {name}", custom().get_namespaced_custom_object,
                     SPARK_GROUP, SPARK_VERSION, ns, SPARK_PLURAL, name)
@@ -170,6 +175,8 @@ def _owned(items: list[dict], uid: str) -> list[dict]:
 
 
 def owned_spark_apps(ns: str, app: str, uid: str) -> list[dict]:
+    """The SparkApplications in `ns` labelled with application `app` whose owner references include `uid`; []
+    if the SparkApplication CRD is not installed."""
     try:
         found = call("listing SparkApplications", custom().list_namespaced_custom_object, SPARK_GROUP, SPARK_VERSION,
                      ns, SPARK_PLURAL, label_selector=f"{LABEL_APP}={app}")
@@ -179,17 +186,20 @@ def owned_spark_apps(ns: str, app: str, uid: str) -> list[dict]:
 
 
 def owned_secrets(ns: str, app: str, uid: str) -> list[dict]:
+    """The Secrets in `ns` labelled with application `app` and owned by `uid`, as dicts."""
     found = call("listing Secrets", core().list_namespaced_secret, ns, label_selector=f"{LABEL_APP}={app}")
     return _owned(api_client().sanitize_for_serialization(found).get("items") or [], uid)
 
 
 def owned_claims(ns: str, app: str, uid: str) -> list[dict]:
+    """The PersistentVolumeClaims in `ns` labelled with application `app` and owned by `uid`, as dicts."""
     found = call("listing PersistentVolumeClaims", core().list_namespaced_persistent_volume_claim, ns,
                  label_selector=f"{LABEL_APP}={app}")
     return _owned(api_client().sanitize_for_serialization(found).get("items") or [], uid)
 
 
 def delete_spark_app(ns: str, name: str) -> None:
+    """Delete SparkApplication `name` in `ns`; one already gone is fine."""
     try:
         call(f"deleting SparkApplication {name}", custom().delete_namespaced_custom_object,
              SPARK_GROUP, SPARK_VERSION, ns, SPARK_PLURAL, name)
@@ -198,6 +208,7 @@ def delete_spark_app(ns: str, name: str) -> None:
 
 
 def delete_secret(ns: str, name: str) -> None:
+    """Delete Secret `name` in `ns`; one already gone is fine."""
     try:
         call(f"deleting Secret {name}", core().delete_namespaced_secret, name, ns)
     except NotFound:
@@ -205,6 +216,7 @@ def delete_secret(ns: str, name: str) -> None:
 
 
 def delete_claim(ns: str, name: str) -> None:
+    """Delete PersistentVolumeClaim `name` in `ns`; one already gone is fine."""
     try:
         call(f"deleting PersistentVolumeClaim {name}", core().delete_namespaced_persistent_volume_claim, name, ns)
     except NotFound:

@@ -98,12 +98,15 @@ def track_phase(app: Mapping[str, Any], patch: Any = None) -> None:
 
 
 def forget(app: Mapping[str, Any]) -> None:
+    """Drop a deleted application's phase from the phase gauge (streamlets_operator_applications)."""
     meta = app.get("metadata") or {}
     with _lock:
         _phases.pop((meta.get("namespace", ""), meta.get("name", "")), None)
 
 
 def commands_sent(entries: list[dict[str, Any]], requests: list[dict[str, Any]], source: str) -> None:
+    """Count the control commands sent (`requests`, by command and `source`) and the results received
+    (`entries`, by command and status)."""
     for request in requests:
         COMMANDS.labels(request["command"], source).inc()
     for e in entries:

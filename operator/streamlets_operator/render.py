@@ -20,6 +20,8 @@ from blueprint.deploy.crd import API_VERSION, GROUP, KIND, PLURAL, VERSION  # no
 from streamlets.runtime.layout import StateLayout
 from streamlets.runtime.runconfig import METRICS_PORT, METRICS_PORT_NAME, StreamletRunConfig, scrape_annotations
 from streamlets.errors import StreamletError
+from blueprint.deploy.spec import ApplicationSpec, PodResources, SavepointsSpec, StorageSpec, StreamletSpec
+from pydantic import ValidationError
 
 SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
 SPARK_API_VERSION = f"{SPARK_GROUP}/{SPARK_VERSION}"
@@ -79,9 +81,18 @@ def secret_name(app: str, streamlet: str) -> str:
     return f"{app}-{streamlet}-config"
 
 
-def claim_name(app: str, spec: dict[str, Any]) -> str:
+def claim_name(app: str, spec: ApplicationSpec) -> str:
     """The checkpoint claim: spec.storage.existingClaim, else `<app>-checkpoints`."""
-    return (spec.get("storage") or {}).get("existingClaim") or f"{app}-checkpoints"
+    return (spec.storage.existing_claim if spec.storage else None) or f"{app}-checkpoints"
+
+
+def typed(spec: dict[str, Any] | ApplicationSpec) -> ApplicationSpec:
+    """The spec as its model (blueprint.deploy.spec); pydantic's ValidationError if it is none."""
+    return spec if isinstance(spec, ApplicationSpec) else ApplicationSpec.model_validate(spec)
+
+
+def _streamlet(streamlet: dict[str, Any] | StreamletSpec) -> StreamletSpec:
+    return StreamletSpec.model_validate(streamlet) if isinstance(streamlet, dict) else streamlet
 
 
 # --- metadata -----------------------------------------------------------------------------------
@@ -110,32 +121,34 @@ def _metadata(body: dict[str, Any], name: str, streamlet: str | None, annotation
 
 # --- validation ---------------------------------------------------------------------------------
 
-def validate(spec: dict[str, Any]) -> list[str]:
+def validate(spec: dict[str, Any] | ApplicationSpec) -> list[str]:
     """Every reason the spec cannot be deployed (empty: it can). Checks what the CRD schema cannot:
-    unique names, Avro schemas that parse, port topics that name declared topics and declared
-    ports, config parameters and volume mounts the descriptor declares, and the run configs."""
+    the spec model (blueprint.deploy.spec), unique names, Avro schemas that parse, port topics that
+    name declared topics and declared ports, config parameters and volume mounts the descriptor
+    declares, and the run configs."""
+    try:
+        app = typed(spec)
+    except ValidationError as e:
+        return [f"spec.{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
     problems: list[str] = []
-    streamlets = spec.get("streamlets") or []
-    topics = spec.get("topics") or []
+    topics = app.topics or []
     seen: set[str] = set()
-    for s in streamlets:
-        if s.get("name") in seen:
-            problems.append(f"streamlet name {s.get('name')!r} is used twice")
-        seen.add(s.get("name"))
+    for s in app.streamlets:
+        if s.name in seen:
+            problems.append(f"streamlet name {s.name!r} is used twice")
+        seen.add(s.name)
     for key in ("id", "name"):
-        values = [t.get(key) for t in topics]
+        values = [getattr(t, key) for t in topics]
         for dup in sorted({v for v in values if values.count(v) > 1}):
             problems.append(f"topic {key} {dup!r} is used twice")
-    topic_names = {t.get("name") for t in topics}
-    if spec.get("deadLetterTopic"):
-        topic_names.add(spec["deadLetterTopic"])
-    if spec.get("appId"):  # a ControlInlet reads the control topic
-        from streamlets.runtime.system_topics import control_topic
+    topic_names = {t.name for t in topics}
+    if app.dead_letter_topic:
+        topic_names.add(app.dead_letter_topic)
+    from streamlets.runtime.system_topics import control_topic  # a ControlInlet reads the control topic
 
-        topic_names.add(control_topic(spec["appId"]))
-    for s in streamlets:
-        name = s.get("name")
-        d = s.get("descriptor") or {}
+    topic_names.add(control_topic(app.app_id))
+    for s in app.streamlets:
+        name, d = s.name, s.descriptor
         ports = {}
         for kind in ("inlets", "outlets"):
             for p in d.get(kind) or []:
@@ -147,121 +160,117 @@ def validate(spec: dict[str, Any]) -> list[str]:
                     continue
                 if not isinstance(parsed, (dict, list, str)):
                     problems.append(f"streamlet {name!r}: the schema of {kind[:-1]} {p.get('name')!r} is not an Avro schema")
-        for inlet, text in (s.get("writerSchemas") or {}).items():
+        for inlet, text in (s.writer_schemas or {}).items():
             try:
                 json.loads(text)
             except ValueError as e:
                 problems.append(f"streamlet {name!r}: writer schema of inlet {inlet!r} is not JSON: {e}")
             if ports.get(inlet) != "inlet":
                 problems.append(f"streamlet {name!r}: writerSchemas names {inlet!r}, which is no inlet of {d.get('class_name')}")
-        for port, topic in (s.get("portTopics") or {}).items():
+        for port, topic in (s.port_topics or {}).items():
             if port not in ports:
                 problems.append(f"streamlet {name!r}: portTopics names port {port!r}, which {d.get('class_name')} does not declare")
             if topic not in topic_names:
                 problems.append(f"streamlet {name!r}: port {port!r} is bound to topic {topic!r}, which spec.topics does not list")
         declared = {p.get("key") for p in d.get("config_parameters") or []}
-        for key in s.get("configParameters") or {}:
+        for key in s.config_parameters or {}:
             if key not in declared:
                 problems.append(f"streamlet {name!r}: config parameter {key!r} is not declared by {d.get('class_name')}")
         mounts = {m.get("name") for m in d.get("volume_mounts") or []}
-        for m in s.get("volumeMounts") or {}:
+        for m in s.volume_mounts or {}:
             if m not in mounts:
                 problems.append(f"streamlet {name!r}: volume mount {m!r} is not declared by {d.get('class_name')}")
-        if s.get("className") and d.get("class_name") and s["className"] != d["class_name"]:
-            problems.append(f"streamlet {name!r}: className {s['className']!r} differs from the descriptor's "
+        if d.get("class_name") and s.class_name != d["class_name"]:
+            problems.append(f"streamlet {name!r}: className {s.class_name!r} differs from the descriptor's "
                             f"class_name {d['class_name']!r}")
     for t in topics:
-        for ref in (*(t.get("producers") or []), *(t.get("consumers") or [])):
+        for ref in (*t.producers, *t.consumers):
             if ref.split(".", 1)[0] not in seen:
-                problems.append(f"topic {t.get('id')!r}: {ref!r} names no streamlet of the application")
+                problems.append(f"topic {t.id!r}: {ref!r} names no streamlet of the application")
     if not problems:
-        for s in streamlets:
+        for s in app.streamlets:
             try:
-                run_config(spec, s)
+                run_config(app, s)
             except Exception as e:  # pydantic ValidationError and friends
-                problems.append(f"streamlet {s.get('name')!r}: invalid run config: {e}")
+                problems.append(f"streamlet {s.name!r}: invalid run config: {e}")
     return problems
 
 
 # --- run config and Secret ----------------------------------------------------------------------
 
-def run_config(spec: dict[str, Any], streamlet: dict[str, Any]) -> dict[str, Any]:
+def run_config(spec: dict[str, Any] | ApplicationSpec, streamlet: dict[str, Any] | StreamletSpec) -> dict[str, Any]:
     """The streamlet's StreamletRunConfig as JSON data (validated by the model)."""
-    d = streamlet.get("descriptor") or {}
-    savepoints = spec.get("savepoints") or {}
+    app, s = typed(spec), _streamlet(streamlet)
+    savepoints = app.savepoints or SavepointsSpec()
     config = StreamletRunConfig(
-        app_id=spec["appId"],
-        streamlet=streamlet["name"],
-        class_name=streamlet["className"],
-        topics=dict(streamlet.get("portTopics") or {}),
-        writer_schemas={k: json.loads(v) for k, v in (streamlet.get("writerSchemas") or {}).items()},
-        bootstrap_servers=spec["kafka"]["bootstrapServers"],
-        config_parameters=dict(streamlet.get("configParameters") or {}),
-        volume_mounts={m["name"]: m["path"] for m in d.get("volume_mounts") or []},
-        checkpoint_root=CLAIM_LAYOUT.checkpoints(spec["appId"], streamlet["name"]),
-        dead_letter_topic=spec.get("deadLetterTopic"),
-        delivery=streamlet.get("delivery") or "exactly-once",
-        progress_tracking=streamlet.get("progressTracking") or "sync",
-        spark_conf=dict(streamlet.get("sparkConf") or {}),
-        savepoint_root=savepoints.get("directory") or CLAIM_LAYOUT.savepoints,
+        app_id=app.app_id,
+        streamlet=s.name,
+        class_name=s.class_name,
+        topics=dict(s.port_topics or {}),
+        writer_schemas={k: json.loads(v) for k, v in (s.writer_schemas or {}).items()},
+        bootstrap_servers=app.kafka.bootstrap_servers,
+        config_parameters=dict(s.config_parameters or {}),
+        volume_mounts={m["name"]: m["path"] for m in s.descriptor.get("volume_mounts") or []},
+        checkpoint_root=CLAIM_LAYOUT.checkpoints(app.app_id, s.name),
+        dead_letter_topic=app.dead_letter_topic,
+        spark_conf=dict(s.spark_conf or {}),
+        savepoint_root=savepoints.directory or CLAIM_LAYOUT.savepoints,
         state_dump_root=CLAIM_LAYOUT.dumps,
-        savepoint_max_count=savepoints.get("maxCount"),
-        savepoint_max_age_seconds=savepoints.get("maxAgeSeconds"),
-        restore_from=streamlet.get("restoreFrom"),
-        trigger=streamlet.get("trigger"),
-        state_partitions=streamlet.get("statePartitions"),
-        on_failure=streamlet.get("onFailure"),
-        reset_state_token=stateless_token(spec, streamlet) if spec.get("upgradeMode") == "stateless" else None,
+        savepoint_max_count=savepoints.max_count,
+        savepoint_max_age_seconds=savepoints.max_age_seconds,
+        restore_from=s.restore_from,
+        state_partitions=s.state_partitions,
+        reset_state_token=stateless_token(app, s) if app.upgrade_mode == "stateless" else None,
+        **s.settings(),  # the single settings (streamlets.settings) that are set; unset ones take the run config's defaults
     )
     return config.model_dump(mode="json")
 
 
-def stateless_token(spec: dict[str, Any], streamlet: dict[str, Any]) -> str:
+def stateless_token(spec: dict[str, Any] | ApplicationSpec, streamlet: dict[str, Any] | StreamletSpec) -> str:
     """Upgrade mode stateless: a token of what the streamlet runs (the image and its settings,
     scale and state partitions left out); when it changes, the driver starts without its old checkpoints."""
-    return spec_hash({"image": spec.get("image"),
-                      **{k: v for k, v in streamlet.items() if k not in ("scale", "statePartitions")}})
+    return spec_hash({"image": typed(spec).image,
+                      **{k: v for k, v in _streamlet(streamlet).dump().items() if k not in ("scale", "statePartitions")}})
 
 
-def render_secret(body: dict[str, Any], streamlet: dict[str, Any]) -> dict[str, Any]:
-    app = body["metadata"]["name"]
+def render_secret(body: dict[str, Any], streamlet: dict[str, Any] | StreamletSpec) -> dict[str, Any]:
+    app, streamlet = body["metadata"]["name"], _streamlet(streamlet)
     text = json.dumps(run_config(body["spec"], streamlet), indent=2, sort_keys=True)
     data = {CONFIG_KEY: base64.b64encode(text.encode()).decode()}
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": _metadata(body, secret_name(app, streamlet["name"]), streamlet["name"],
+            "metadata": _metadata(body, secret_name(app, streamlet.name), streamlet.name,
                                   {ANNOTATION_HASH: spec_hash(data)}),
             "data": data}
 
 
 # --- SparkApplication ---------------------------------------------------------------------------
 
-def _pod(settings: dict[str, Any] | None) -> dict[str, Any]:
+def _pod(settings: PodResources | None) -> dict[str, Any]:
     """driver/executor settings of the spec -> SparkApplication fields (cores is an integer there:
     fractional CPUs become coreRequest)."""
-    settings = settings or {}
+    given = (settings or PodResources()).dump()
     out: dict[str, Any] = {"cores": 1}
-    cores = settings.get("cores")
+    cores = given.get("cores")
     if cores:
         value = float(cores[:-1]) / 1000 if cores.endswith("m") else float(cores)
         out["cores"] = max(1, math.ceil(value))
         out["coreRequest"] = cores
     for key in ("coreLimit", "memory", "memoryOverhead"):
-        if settings.get(key):
-            out[key] = settings[key]
+        if given.get(key):
+            out[key] = given[key]
     return out
 
 
-def _volumes(app: str, spec: dict[str, Any], streamlet: dict[str, Any]) -> tuple[list[dict], list[dict], list[dict]]:
-    """(volumes, driver mounts, executor mounts). The checkpoint claim is mounted at /checkpoints;
+def _volumes(app: str, claim: str, streamlet: StreamletSpec) -> tuple[list[dict], list[dict], list[dict]]:
+    """(volumes, driver mounts, executor mounts). The checkpoint claim `claim` is mounted at /checkpoints;
     a volume mount the spec maps to a claim mounts that claim; an unlisted one gets a folder of the
     checkpoint claim (`volumes/<streamlet>/<mount>`). A ReadWriteOncePod claim is mounted in the
     driver only: Kubernetes lets one pod use it, so an executor mounting it would never start."""
-    claim = claim_name(app, spec)
     volumes = [{"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": claim}}]
     mounts = [{"name": CHECKPOINT_VOLUME, "mountPath": CHECKPOINT_DIR}]
     driver_only = []
-    listed = streamlet.get("volumeMounts") or {}
-    for i, m in enumerate((streamlet.get("descriptor") or {}).get("volume_mounts") or []):
+    listed = streamlet.volume_mounts or {}
+    for i, m in enumerate(streamlet.descriptor.get("volume_mounts") or []):
         read_only = m.get("access_mode") == "ReadOnlyMany"
         if m["name"] in listed:
             vol = f"mount-{i}"
@@ -270,13 +279,13 @@ def _volumes(app: str, spec: dict[str, Any], streamlet: dict[str, Any]) -> tuple
             (driver_only if m.get("access_mode") == "ReadWriteOncePod" else mounts).append(mount)
         else:
             mounts.append({"name": CHECKPOINT_VOLUME, "mountPath": m["path"],
-                           "subPath": IN_CLAIM.volume(streamlet["name"], m["name"])})
-    volumes.append({"name": CONFIG_VOLUME, "secret": {"secretName": secret_name(app, streamlet["name"])}})
+                           "subPath": IN_CLAIM.volume(streamlet.name, m["name"])})
+    volumes.append({"name": CONFIG_VOLUME, "secret": {"secretName": secret_name(app, streamlet.name)}})
     driver_mounts = [*mounts, *driver_only, {"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR, "readOnly": True}]
     return volumes, driver_mounts, mounts
 
 
-def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any],
+def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any] | StreamletSpec,
                              secret: dict[str, Any] | None = None,
                              env: dict[str, str] | None = None) -> dict[str, Any]:
     """The streamlet's SparkApplication, annotated with the hash of its spec and its Secret's data.
@@ -284,30 +293,30 @@ def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any],
     chart's `sparkServiceAccount`: a ServiceAccount whose Role lets a driver create its executor
     pods, services and config maps; Spark's spark.kubernetes.authenticate.driver.serviceAccountName)."""
     env = os.environ if env is None else env
-    app, spec = body["metadata"]["name"], body["spec"]
-    name = streamlet["name"]
+    app, spec, streamlet = body["metadata"]["name"], typed(body["spec"]), _streamlet(streamlet)
+    name = streamlet.name
     secret = secret or render_secret(body, streamlet)
-    pod_labels = {**(streamlet.get("labels") or {}), **labels(app, name)}
-    pod_annotations = dict(streamlet.get("annotations") or {})
-    volumes, driver_mounts, executor_mounts = _volumes(app, spec, streamlet)
-    executors = int((streamlet.get("scale") or {}).get("executors", 1))
+    pod_labels = {**(streamlet.labels or {}), **labels(app, name)}
+    pod_annotations = dict(streamlet.annotations or {})
+    volumes, driver_mounts, executor_mounts = _volumes(app, claim_name(app, spec), streamlet)
+    executors = streamlet.scale.executors
     # the driver is scraped (the streamlet's own annotations win); executors are not: their
     # metrics reach Prometheus through the driver (/metrics/executors/prometheus)
-    driver = {**_pod(streamlet.get("driver")), "labels": pod_labels, "volumeMounts": driver_mounts,
+    driver = {**_pod(streamlet.driver), "labels": pod_labels, "volumeMounts": driver_mounts,
               "annotations": {**scrape_annotations(METRICS_PORT), **pod_annotations},
               "ports": [dict(p) for p in DRIVER_PORTS]}
-    executor = {**_pod(streamlet.get("executor")), "instances": max(1, executors), "labels": pod_labels,
+    executor = {**_pod(streamlet.executor), "instances": max(1, executors), "labels": pod_labels,
                 "volumeMounts": executor_mounts}
     if pod_annotations:
         executor["annotations"] = pod_annotations
-    service_account = spec.get("serviceAccountName") or env.get("STREAMLETS_SPARK_SERVICE_ACCOUNT")
+    service_account = spec.service_account_name or env.get("STREAMLETS_SPARK_SERVICE_ACCOUNT")
     if service_account:
         driver["serviceAccount"] = service_account
     # No spark.jars.packages: the Kafka and Avro connectors are in the image's $SPARK_HOME/jars
     # (docker/streamlet.Dockerfile), so a pod resolves and downloads nothing when it starts.
-    spark_conf = {**SPARK_METRICS_CONF, **(streamlet.get("sparkConf") or {})}
-    if streamlet.get("statePartitions"):  # a fresh query starts with them too (its first batch pins them)
-        spark_conf["spark.sql.shuffle.partitions"] = str(streamlet["statePartitions"])
+    spark_conf = {**SPARK_METRICS_CONF, **(streamlet.spark_conf or {})}
+    if streamlet.state_partitions:  # a fresh query starts with them too (its first batch pins them)
+        spark_conf["spark.sql.shuffle.partitions"] = str(streamlet.state_partitions)
     # Avro's allocation limits in the driver's and the executors' JVMs (streamlets.avro_limits).
     # The Spark Operator turns javaOptions into spark.*.extraJavaOptions after sparkConf, so the
     # user's own options of sparkConf are carried along with the limits.
@@ -319,8 +328,8 @@ def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any],
         "type": "Python",
         "pythonVersion": "3",
         "mode": "cluster",
-        "image": spec["image"],
-        "imagePullPolicy": spec.get("imagePullPolicy", "IfNotPresent"),
+        "image": spec.image,
+        "imagePullPolicy": spec.image_pull_policy,
         "mainApplicationFile": MAIN_FILE,
         "arguments": ["--config", f"{CONFIG_DIR}/{CONFIG_KEY}"],
         "sparkVersion": SPARK_RUNTIME_VERSION,
@@ -344,15 +353,15 @@ def render_claim(body: dict[str, Any], env: dict[str, str] | None = None) -> dic
     """The checkpoint claim, or None when spec.storage.existingClaim names one. Unset fields take
     the operator's defaults (STREAMLETS_STORAGE_SIZE, _CLASS, _ACCESS_MODE)."""
     env = os.environ if env is None else env
-    app, spec = body["metadata"]["name"], body["spec"]
-    storage = spec.get("storage") or {}
-    if storage.get("existingClaim"):
+    app, spec = body["metadata"]["name"], typed(body["spec"])
+    storage = spec.storage or StorageSpec()
+    if storage.existing_claim:
         return None
     claim_spec: dict[str, Any] = {
-        "accessModes": [storage.get("accessMode") or env.get("STREAMLETS_STORAGE_ACCESS_MODE") or "ReadWriteOnce"],
-        "resources": {"requests": {"storage": storage.get("size") or env.get("STREAMLETS_STORAGE_SIZE") or "10Gi"}},
+        "accessModes": [storage.access_mode or env.get("STREAMLETS_STORAGE_ACCESS_MODE") or "ReadWriteOnce"],
+        "resources": {"requests": {"storage": storage.size or env.get("STREAMLETS_STORAGE_SIZE") or "10Gi"}},
     }
-    storage_class = storage.get("storageClassName") or env.get("STREAMLETS_STORAGE_CLASS")
+    storage_class = storage.storage_class_name or env.get("STREAMLETS_STORAGE_CLASS")
     if storage_class:
         claim_spec["storageClassName"] = storage_class
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
@@ -361,7 +370,7 @@ def render_claim(body: dict[str, Any], env: dict[str, str] | None = None) -> dic
 
 # --- everything ---------------------------------------------------------------------------------
 
-def render_streamlet(body: dict[str, Any], streamlet: dict[str, Any],
+def render_streamlet(body: dict[str, Any], streamlet: dict[str, Any] | StreamletSpec,
                      env: dict[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(Secret, SparkApplication) of one streamlet."""
     secret = render_secret(body, streamlet)
@@ -375,7 +384,7 @@ def render_all(body: dict[str, Any], env: dict[str, str] | None = None) -> dict[
     if problems:
         raise SpecError("; ".join(problems))
     return {"claim": render_claim(body, env),
-            "streamlets": {s["name"]: render_streamlet(body, s, env) for s in body["spec"]["streamlets"]}}
+            "streamlets": {s.name: render_streamlet(body, s, env) for s in typed(body["spec"]).streamlets}}
 
 
 def spec_hash(data: Any) -> str:

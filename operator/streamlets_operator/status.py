@@ -23,11 +23,15 @@ SETTLE_SECONDS = 120.0  # a restarted streamlet counts as running once it ran th
 
 
 def now() -> str:
+    """The current UTC time as Kubernetes writes it in conditions: `2026-01-02T03:04:05Z` (seconds)."""
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def condition(previous: list[dict] | None, type_: str, ok: bool | None, reason: str, message: str,
               generation: int | None) -> dict[str, Any]:
+    """A Kubernetes status condition of `type_`: status True, False or (ok None) Unknown, with `reason` and
+    `message` (cut to 32,000 characters). lastTransitionTime is kept from `previous` while the status stays
+    the same, else now; observedGeneration when `generation` is given."""
     status = "Unknown" if ok is None else ("True" if ok else "False")
     before = next((c for c in previous or [] if c.get("type") == type_), None)
     since = before["lastTransitionTime"] if before and before.get("status") == status and before.get("lastTransitionTime") else now()
@@ -81,6 +85,8 @@ def streamlet_status(app: str, name: str, sa: dict[str, Any] | None, *,
 
 
 def phase_of(states: list[str]) -> str:
+    """The application's phase from its SparkApplications' states: Pending (none yet, or all pending), Running
+    (all running), Degraded (any failed or restarting), else Deploying."""
     if not states:
         return "Pending"
     if all(s == RUNNING for s in states):

@@ -104,6 +104,7 @@ class StreamletContext:
             raise KeyError(f"streamlet {self.name!r}: port {name!r} is not connected to a topic") from None
 
     def checkpoint_location(self, query: str) -> str:
+        """`<checkpoint root>/<query>`: Spark's checkpointLocation of query `query` (the run config's)."""
         return self.run.checkpoint_location(query)
 
     def mounted_path(self, mount: VolumeMount | str) -> Path:
@@ -288,4 +289,6 @@ class StreamletContext:
                 + "; ".join(reasons))
 
     def inlet_reads(self) -> list[InletRead]:
+        """The inlets read so far with dead-letter handling (InletRead: streamlet, inlet, topic, schemas), for
+        the dead-letter scans."""
         return list(self._inlet_reads)

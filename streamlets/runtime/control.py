@@ -37,7 +37,7 @@ from typing import Any, Callable, Literal
 from pydantic import BaseModel, ConfigDict
 
 from ..kafka_logging import client_config
-from ..ports import AvroInlet
+from ..ports import AvroInlet, ErrorHandling
 from ..schema import AvroSchema, decode, encode
 from .system_topics import control_topic, results_topic  # the topics' names (their one home)
 
@@ -79,9 +79,15 @@ RESULT_SCHEMA: dict[str, Any] = {
 _SCHEMAS = {s["name"]: AvroSchema.load(s) for s in (COMMAND_SCHEMA, RESULT_SCHEMA)}
 
 
-def ControlInlet(name: str = "control") -> AvroInlet:
-    """An inlet of Command records, for a streamlet that handles commands in its own query."""
-    return AvroInlet(name, COMMAND_SCHEMA)
+class ControlInlet(AvroInlet):
+    """An inlet of Command records (COMMAND_SCHEMA: `id`, `command`, `target`, `args`), for a
+    streamlet that reads the application's control topic in its own query (README, "The control
+    stream"): declare `control = ControlInlet("control")` and bind the port to `<app>.control`
+    (`managed: false`) in the blueprint. `error_handling` as AvroInlet's."""
+
+    def __init__(self, name: str = "control", *, error_handling: ErrorHandling = "dead-letter",
+                 description: str = "") -> None:
+        super().__init__(name, COMMAND_SCHEMA, error_handling=error_handling, description=description)
 
 
 @dataclass

@@ -50,6 +50,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
 from ..kafka_logging import client_config
+from ..settings import AT_LEAST_ONCE, DELIVERY, EXACTLY_ONCE  # noqa: F401  (EXACTLY_ONCE: the runtime's name for it too)
 from .system_topics import LEDGER_CONFIG, ledger_topic  # the ledger topic's name and config (their one home)
 
 if TYPE_CHECKING:
@@ -57,9 +58,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("streamlets.exactly_once")
 
-EXACTLY_ONCE = "exactly-once"
-AT_LEAST_ONCE = "at-least-once"
-DELIVERY_MODES = (EXACTLY_ONCE, AT_LEAST_ONCE)
+DELIVERY_MODES = DELIVERY.values  # the setting's modes, EXACTLY_ONCE (its default) and AT_LEAST_ONCE: streamlets.settings
 # Broker default of transaction.max.timeout.ms: a micro-batch may take up to 15 minutes to produce.
 TRANSACTION_TIMEOUT_MS = 900_000
 # Spark Kafka options (kafka.<librdkafka name>) that the transactional producer takes over.
@@ -408,7 +407,7 @@ def delivery_for(run_delivery: str | None, transport: Any, dry_run: bool = False
 
     if dry_run or real_time or not isinstance(transport, KafkaTransport):
         return AT_LEAST_ONCE
-    return run_delivery or EXACTLY_ONCE
+    return run_delivery or str(DELIVERY.default)
 
 
 def transactional_stream_writer(ctx: Any, encoded: "DataFrame", topic: str, query_name: str):

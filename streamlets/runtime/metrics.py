@@ -148,9 +148,14 @@ class RuntimeCollector(Collector):
         self.offsets = TopicOffsets(bootstrap) if bootstrap else None
 
     def describe(self) -> list[Metric]:
+        """No metric families up front: everything is collected at scrape time, so registering makes no Kafka
+        call."""
         return []  # collected at scrape time; no Kafka call at registration
 
     def collect(self) -> Iterator[Metric]:
+        """The metric families of the module's table, read now: per query from the progress monitor, per
+        streamlet from the runtime, inlet lag from Kafka's last stable offsets (prometheus-client calls it
+        on each scrape)."""
         app = self.app_id
         query_metrics = {key: kind(name, text, labels=QUERY) for key, kind, name, text in QUERY_FAMILIES}
         runtime = self.runtime

@@ -131,6 +131,8 @@ class ProgressMonitor(StreamingQueryListener):
         self._changed = threading.Condition()
 
     def register(self, streamlet: str, reads: Callable[[], list[InletRead]], checkpoint: Callable[[str], str]) -> None:
+        """Register a started streamlet: `reads()` gives its dead-letter inlet reads, `checkpoint(query)` a
+        query's checkpoint folder (for the dead-letter scans of each progress event)."""
         self._streamlets[streamlet] = StreamletRegistration(reads, checkpoint)
 
     def _entry(self, name: str | None) -> QueryStats:
@@ -166,14 +168,18 @@ class ProgressMonitor(StreamingQueryListener):
                             known[int(k)] = max(known.get(int(k), 0), int(v))
 
     def onQueryStarted(self, event) -> None:
+        """Spark's listener event: the query's name is recorded by id and its status becomes running."""
         self._names[str(event.id)] = event.name or "unnamed"
         self._entry(event.name).status = "running"
 
     def onQueryIdle(self, event) -> None:  # part of the listener interface; nothing to record
+        """Spark's listener event of a query with no new data; nothing to record."""
         pass
 
     def onQueryTerminated(self, event) -> None:
         # The event carries only the query id; names were recorded when the query started.
+        """Spark's listener event: status failed (with the exception's text) or stopped; wakes those waiting
+        for the query to end."""
         stats = self.stats.get(self._names.get(str(event.id), ""))
         if stats is not None:
             stats.status = "failed" if event.exception else "stopped"
@@ -190,6 +196,8 @@ class ProgressMonitor(StreamingQueryListener):
             return self._changed.wait_for(lambda: set(query_ids) <= self._terminated, timeout)
 
     def onQueryProgress(self, event) -> None:
+        """Spark's listener event of a finished micro-batch: rates, batch id, state figures and dead-letter
+        counts; an error here is logged, never raised into Spark's listener bus."""
         try:
             self._progress(event.progress)
         except Exception:  # a listener error must never reach Spark's listener bus

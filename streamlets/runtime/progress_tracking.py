@@ -38,16 +38,15 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StreamletError
+from ..settings import (ASYNC, AT_LEAST_ONCE, EXACTLY_ONCE, PROGRESS_TRACKING_FORMS, QUARANTINE,  # noqa: F401
+                        SYNC, parse_progress_tracking, progress_tracking_text)
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming import DataStreamWriter
 
 log = logging.getLogger(__name__)
 
-SYNC = "sync"
-ASYNC = "async"
-PROGRESS_TRACKING_MODES = (SYNC, ASYNC)
-PROGRESS_TRACKING_FORMS = (SYNC, f"{ASYNC} [<checkpoint interval>]")  # the setting's text forms
+# The setting's modes (SYNC, ASYNC), its text forms and how its text is read: streamlets.settings.
 # Spark's default asyncProgressTrackingCheckpointIntervalMs: the offset and commit logs get an entry
 # at most this often; a restart replays at most about this much.
 CHECKPOINT_INTERVAL_MS = 1000
@@ -60,32 +59,8 @@ class ProgressTrackingError(StreamletError):
     streamlet and the reasons."""
 
 
-def parse(text: str) -> tuple[str, int | None]:
-    """A progress-tracking setting's (mode, checkpoint interval in milliseconds or None for
-    Spark's default, CHECKPOINT_INTERVAL_MS): `sync`, `async`, `async 5 seconds` (a duration as
-    streamlets.trigger.duration_ms reads it). Raises ValueError naming the forms accepted."""
-    from ..trigger import TriggerError, duration_ms
-
-    mode, _, rest = str(text).strip().partition(" ")
-    rest = rest.strip()
-    if mode == SYNC and not rest:
-        return SYNC, None
-    if mode == ASYNC:
-        if not rest:
-            return ASYNC, None
-        try:
-            return ASYNC, duration_ms(rest)
-        except TriggerError as e:
-            raise ValueError(f"{text!r}: the checkpoint interval after async: {e}") from None
-    raise ValueError(f"{text!r} is not a progress-tracking mode: use {' or '.join(PROGRESS_TRACKING_FORMS)} "
-                     "(e.g. async 5 seconds)")
-
-
-def normal_text(text: str) -> str:
-    """The setting in the form run configs and the application resource carry: `sync`, `async`
-    or `async <N> milliseconds`. Raises ValueError as parse."""
-    mode, interval_ms = parse(text)
-    return mode if interval_ms is None else f"{mode} {interval_ms} milliseconds"
+parse = parse_progress_tracking  # (mode, checkpoint interval in ms or None): streamlets.settings
+normal_text = progress_tracking_text  # `sync`, `async` or `async <N> milliseconds`: streamlets.settings
 
 
 def streamlet_refusals(*, kafka: bool, delivery: str, real_time: bool, available_now: bool, on_failure: str) -> list[str]:
@@ -95,14 +70,14 @@ def streamlet_refusals(*, kafka: bool, delivery: str, real_time: bool, available
     if not kafka:
         reasons.append("it does not run on Kafka (the test kit's folder transport); asynchronous progress tracking "
                        "needs Kafka sources and Spark's Kafka sink")
-    elif delivery == "exactly-once":
+    elif delivery == EXACTLY_ONCE:
         reasons.append("its Kafka outlets are exactly-once (one Kafka transaction per micro-batch through foreachBatch, "
-                       "which asynchronous progress tracking cannot run); set delivery = at-least-once")
+                       "which asynchronous progress tracking cannot run); set delivery = " + AT_LEAST_ONCE)
     if real_time:
         reasons.append("it runs in real-time mode, whose progress is tracked per checkpoint interval already")
     if available_now:
         reasons.append("it runs with Trigger.AvailableNow, which asynchronous progress tracking cannot run")
-    if on_failure == "quarantine":
+    if on_failure == QUARANTINE:
         reasons.append("on-failure = quarantine reads each failed batch's offsets from the offset log, which "
                        "asynchronous progress tracking writes once per checkpoint interval")
     return reasons

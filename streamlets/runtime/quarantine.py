@@ -34,6 +34,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..settings import ON_FAILURE as ON_FAILURE_SETTING, QUARANTINE, STOP
 from .failures import user_exception
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ON_FAILURE = ("stop", "quarantine")
+ON_FAILURE = ON_FAILURE_SETTING.values  # stop, quarantine: streamlets.settings
 LEDGER = "quarantine-ledger.json"
 MAX_PROBES = 200
 MAX_ROUNDS = 20
@@ -241,7 +242,7 @@ class Quarantine:
 
     def enabled(self, streamlet: str) -> bool:
         ctx = self.runtime.contexts.get(streamlet)
-        return ctx is not None and on_failure_of(ctx) == "quarantine"
+        return ctx is not None and on_failure_of(ctx) == QUARANTINE
 
     def handle(self, query_name: str, error: str) -> bool:
         """Quarantine the records that make the failed query `query_name` fail and restart its
@@ -398,4 +399,4 @@ class Quarantine:
 def on_failure_of(ctx) -> str:
     """The streamlet's on-failure mode: the run config's (deploy config) over the class's
     `on_failure` declaration; default "stop"."""
-    return ctx.run.on_failure or getattr(type(ctx.streamlet), "on_failure", None) or "stop"
+    return ctx.run.on_failure or getattr(type(ctx.streamlet), "on_failure", None) or STOP

@@ -6,7 +6,7 @@ handlers with a decorator instead of dispatching through an if-chain).
   (ping, stop, reload-config) register in streamlets.runtime.runner; the state commands
   (savepoint, dump-state) in streamlets.state.commands, imported by streamlets.state.
 - The reader of imported state (`StreamletContext.initial_state`): registered by
-  streamlets.state.commands as streamlets.state.export.read_export_stream.
+  streamlets.state.commands as streamlets.state.export_files.read_export_stream.
 
 The runtime never imports streamlets.state; a process that runs streamlets imports both (the
 driver, the sandbox and the test kit do).
@@ -14,28 +14,27 @@ driver, the sandbox and the test kit do).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, TypeVar
 
 from ..errors import StreamletError
-from .control import COMMANDS
+from .control import COMMANDS, Outcome
 
-if TYPE_CHECKING:
-    from .control import Outcome
-    from .runner import StreamletRuntime
-
-Handler = Callable[["StreamletRuntime", str, "dict[str, str]", str], "Outcome"]
+# `fn(runtime, streamlet, args, command_id) -> Outcome`, runtime a runner.StreamletRuntime: not
+# named here, as the runner imports this module (tests/unit/test_layers.py counts type-only imports).
+Handler = Callable[..., Outcome]
+H = TypeVar("H", bound=Handler)
 
 _HANDLERS: dict[str, Handler] = {}
 _READERS: dict[str, Callable[..., Any]] = {}
 
 
-def command(name: str) -> Callable[[Handler], Handler]:
+def command(name: str) -> Callable[[H], H]:
     """Register the decorated function as the handler of control command `name` (one of
     control.COMMANDS; ValueError otherwise). A second registration replaces the first."""
     if name not in COMMANDS:
         raise ValueError(f"unknown control command {name!r} (one of {', '.join(COMMANDS)})")
 
-    def register(fn: Handler) -> Handler:
+    def register(fn: H) -> H:
         _HANDLERS[name] = fn
         return fn
 

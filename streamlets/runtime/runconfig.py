@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from ..settings import BY_FIELD, DELIVERY, ON_FAILURE, PROGRESS_TRACKING, TRIGGER, Setting
 from .layout import StateLayout
 
 # The driver's Prometheus endpoint (streamlets.runtime.metrics, served by streamlets.driver): the
@@ -48,6 +49,12 @@ def scrape_annotations(port: int = METRICS_PORT) -> dict[str, str]:
     return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port), "prometheus.io/path": METRICS_PATH}
 
 
+def _setting(setting: Setting) -> Any:
+    """The run config's field of a streamlet setting (streamlets.settings): its default and doc."""
+    return Field(default=setting.default,
+                 description=f"{setting.doc}; config streamlets.<name>.{setting.key} (streamlets.settings)")
+
+
 class StreamletRunConfig(BaseModel):
     """Run settings of one streamlet instance.
 
@@ -73,20 +80,12 @@ class StreamletRunConfig(BaseModel):
     checkpoint_root: str
     dead_letter_topic: str | None = Field(default=None, description="topic for malformed inlet values")
     trigger_interval: str | None = Field(default=None, description="Spark processingTime trigger, e.g. '1 second'; None: as fast as possible")
-    trigger: str | None = Field(default=None, description="the streamlet's trigger, text form of streamlets.trigger "
-                                "(micro-batch, processing-time <duration>, real-time [<checkpoint interval>]); None: "
-                                "what the class declares (Streamlet.trigger), else micro-batch")
+    trigger: str | None = _setting(TRIGGER)
     available_now: bool = Field(default=False, description="process what is there, then stop (Trigger.AvailableNow)")
     max_offsets_per_trigger: int | None = Field(default=None, description="Kafka source maxOffsetsPerTrigger (records per micro-batch)")
     spark_conf: dict[str, str] = Field(default_factory=dict)
-    delivery: Literal["exactly-once", "at-least-once"] = Field(
-        default="exactly-once", description="Kafka outlets: exactly-once (one Kafka transaction per micro-batch, "
-        "streamlets.runtime.exactly_once) or at-least-once (Spark's Kafka sink); config streamlets.<name>.delivery")
-    progress_tracking: str = Field(
-        default="sync", description="micro-batch progress: sync (Spark's default: the offset and commit logs written "
-        "before and after each batch) or async [<checkpoint interval>] (asynchronous progress tracking, its logs "
-        "written once per interval, 1 s by default; streamlets.runtime.progress_tracking: at-least-once "
-        "Kafka-to-Kafka streamlets only); config streamlets.<name>.progress-tracking")
+    delivery: str = _setting(DELIVERY)
+    progress_tracking: str = _setting(PROGRESS_TRACKING)
     savepoint_root: str | None = Field(default=None, description="where savepoints go (a folder or Hadoop URI); "
                                        "None: `savepoints` next to the application's checkpoint folder")
     state_dump_root: str | None = Field(default=None, description="where dump-state commands write; None: `dumps` "
@@ -103,18 +102,15 @@ class StreamletRunConfig(BaseModel):
                                                   "(the newest is always kept)")
     initial_state: dict[str, str] = Field(default_factory=dict, description="query name -> a state export "
                                           "(streamlets.state.export) the query folds in: StreamletContext.initial_state")
-    on_failure: str | None = Field(default=None, pattern="^(stop|quarantine)$", description="a failed query: 'stop' "
-                                   "(the failure stands), 'quarantine' (streamlets.runtime.quarantine: the poison records go to "
-                                   "the dead-letter topic and are skipped); None: the class's on_failure, else stop")
+    on_failure: str | None = _setting(ON_FAILURE)
     dry_run: bool = Field(default=False, description="check against the checkpoint only: every sink is Spark's noop "
                           "sink, one micro-batch (trigger once), no dead letters (the restore check)")
 
-    @field_validator("progress_tracking")
+    @field_validator(*BY_FIELD)
     @classmethod
-    def _progress_tracking_form(cls, value: str) -> str:
-        from .progress_tracking import normal_text
-
-        return normal_text(value)  # ValueError: pydantic's ValidationError names the field
+    def _setting_value(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # streamlets.settings: the value in its normal text; ValueError: pydantic's ValidationError names the field
+        return None if value is None else BY_FIELD[str(info.field_name)].normal(value)
 
     def checkpoint_location(self, query: str) -> str:
         return f"{self.checkpoint_root.rstrip('/')}/{query}"

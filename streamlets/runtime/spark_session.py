@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 
 def spark_version() -> str:
+    """The installed PySpark's version (`4.2.0`), read without starting Spark."""
     import pyspark
 
     return pyspark.__version__

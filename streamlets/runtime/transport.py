@@ -40,6 +40,10 @@ class KafkaTransport:
     def read_stream(self, spark: "SparkSession", topic: str, max_offsets_per_trigger: int | None = None) -> "DataFrame":
         # read_committed: only committed transactions (exactly-once outlets: whole micro-batches);
         # records of non-transactional producers are read as before.
+        """A streaming DataFrame of `topic` (Kafka's columns: key, value, topic, partition, offset,
+        timestamp), from the earliest offset on a first start, reading committed records only
+        (isolation.level read_committed); at most `max_offsets_per_trigger` records per micro-batch when
+        set."""
         reader = (self._reader(spark.readStream).option("subscribe", topic).option("startingOffsets", "earliest")
                   .option("kafka.isolation.level", "read_committed"))
         if max_offsets_per_trigger:
@@ -75,6 +79,8 @@ class KafkaTransport:
         return 0 if found is None or found.error is not None else len(found.partitions)
 
     def write_stream(self, df: "DataFrame", topic: str) -> "DataStreamWriter":
+        """A DataStreamWriter to `topic` with Spark's Kafka sink (at-least-once) and the transport's `kafka.*`
+        options; `df` has Kafka's key and value columns."""
         writer = df.writeStream.format("kafka").option("kafka.bootstrap.servers", self.bootstrap_servers).option("topic", topic)
         for k, v in self.options.items():
             if k.startswith("kafka."):
@@ -82,6 +88,7 @@ class KafkaTransport:
         return writer
 
     def write_batch(self, df: "DataFrame", topic: str) -> None:
+        """Write the batch DataFrame `df` (key, value) to `topic` with Spark's Kafka sink."""
         df.write.format("kafka").option("kafka.bootstrap.servers", self.bootstrap_servers).option("topic", topic).save()
 
 
@@ -96,14 +103,19 @@ class FileTransport:
         self.root = Path(root)
 
     def folder(self, topic: str) -> Path:
+        """The folder holding `topic`'s Parquet files: `<root>/<topic>`."""
         return self.root / topic
 
     def read_stream(self, spark: "SparkSession", topic: str, max_offsets_per_trigger: int | None = None) -> "DataFrame":
+        """A streaming DataFrame of `topic`'s Parquet files with Kafka's columns, one file per micro-batch (so
+        that tests set batch boundaries); `max_offsets_per_trigger` is ignored."""
         self.folder(topic).mkdir(parents=True, exist_ok=True)
         # One file per micro-batch, so that tests control batch boundaries (and watermarks).
         return spark.readStream.schema(KAFKA_COLUMNS).option("maxFilesPerTrigger", 1).parquet(str(self.folder(topic)))
 
     def read_range(self, spark, topic, start, end) -> "DataFrame":
+        """Every record of `topic` as a batch DataFrame (the test kit's topics are small; `start` and `end`
+        are ignored)."""
         return spark.read.schema(KAFKA_COLUMNS).parquet(str(self.folder(topic)))
 
     def write_stream(self, df: "DataFrame", topic: str) -> "DataStreamWriter":
@@ -144,4 +156,5 @@ class FileTransport:
         return pairs
 
     def write_batch(self, df: "DataFrame", topic: str) -> None:
+        """Append the batch DataFrame `df` to `topic`'s folder as Parquet."""
         df.write.mode("append").parquet(str(self.folder(topic)))

@@ -12,7 +12,8 @@ from ..errors import StreamletError
 from ..runtime.control import Outcome
 from ..runtime.registry import command, initial_state_reader
 from ..runtime.storage import storage_for
-from .export import export_state, read_export_stream, stateful_operators
+from .export import export_state, stateful_operators
+from .export_files import read_export_stream
 from ..runtime.checkpoint import query_folders
 from .savepoint import batch_ids, prune_savepoints, take_savepoint
 

@@ -46,6 +46,7 @@ class RestoreCheck:
 
     @property
     def ok(self) -> bool:
+        """True if the check found no problem (notes are fine)."""
         return not self.problems
 
 

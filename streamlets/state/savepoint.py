@@ -81,6 +81,7 @@ class SavepointManifest(BaseModel):
     queries: dict[str, SavepointQuery]
 
     def to_json(self) -> str:
+        """The manifest as `_savepoint.json` holds it: JSON, keys sorted, indent 2 (unknown keys kept)."""
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True)
 
 

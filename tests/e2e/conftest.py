@@ -4,7 +4,7 @@ installed with ours, a Kafka broker pods reach, and an application deployed as a
 
 Session fixtures, built once and shared by every e2e test:
   e2e_images           dev/images: the application, operator and Spark Operator images
-  e2e_cluster          kube_cluster (tests/kube/cluster_fixtures.py) with those images loaded
+  e2e_cluster          kube_cluster (tests/kube/cluster_fixtures.py, dev/cluster.py) with those images loaded
   node_kafka           a Kafka broker listening on the node's address (pods and this process reach it)
   spark_operator       the Spark Operator's controller and webhook, from its own chart
   streamlets_operator  our chart: the operator pod, its RBAC, the Spark drivers' ServiceAccount
@@ -19,7 +19,7 @@ import subprocess
 
 import pytest
 
-from e2e_support import (APPS, OPERATOR_NS, REPO, SPARK_OPERATOR_NS, helm, images, spark_operator_chart,
+from support.e2e import (APPS, OPERATOR_NS, REPO, SPARK_OPERATOR_NS, helm, images, spark_operator_chart,
                          values_args)
 
 

@@ -15,8 +15,6 @@ import threading
 
 import pytest
 
-pytestmark = pytest.mark.e2e
-
 
 def _pod(name: str, script: str, *, image: str, volumes=(), mounts=(), restart: str = "Never", **spec) -> dict:
     return {

@@ -26,15 +26,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from e2e_support import APPS, REPO, pods_report, wait_until
+from support.e2e import APPS, POLL_ERRORS, POLL_INTERVAL, REPO, pods_report
+from support.waiting import wait_until
 
 sys.path.insert(0, str(REPO / "examples" / "flight-delays"))
 
 from flight_delays.prepare import BASE_MTIME, drop_file, prepare  # noqa: E402
 from flight_delays.reference import reference_stats  # noqa: E402
 from flight_delays.results import differences, load_results  # noqa: E402
-
-pytestmark = pytest.mark.e2e
 
 APP = "flight-delays"
 EXAMPLE = REPO / "examples" / "flight-delays"
@@ -87,8 +86,9 @@ class Deployment:
                                         "volumeMounts": [{"name": "claim", "mountPath": "/data"}]}],
                         "volumes": [{"name": "claim", "persistentVolumeClaim": {"claimName": CLAIM}}]}}
         self.cluster.apply(pod, namespace=APPS)
-        wait_until("the data pod", lambda: json.loads(self.kubectl("get", "pod", DATA_POD, "-n", APPS, "-o", "json"))
-                   ["status"].get("phase") == "Running", 300, on_timeout=self.report)
+        wait_until(lambda: json.loads(self.kubectl("get", "pod", DATA_POD, "-n", APPS, "-o", "json"))
+                   ["status"].get("phase") == "Running", timeout=300, what="the data pod", interval=POLL_INTERVAL,
+                   retry_on=POLL_ERRORS, on_timeout=self.report)
 
     def exec(self, script: str) -> str:
         return self.kubectl("exec", "-n", APPS, DATA_POD, "--", "sh", "-c", script, timeout=300)
@@ -123,8 +123,8 @@ class Deployment:
         def equal() -> bool:
             problems = self.results_differences()
             return problems is not None and not problems
-        wait_until(f"{what}: the egress output equal to the batch computation of months {self.months}",
-                   equal, RESULTS_TIMEOUT, interval=15,
+        wait_until(equal, timeout=RESULTS_TIMEOUT, interval=15, retry_on=POLL_ERRORS,
+                   what=f"{what}: the egress output equal to the batch computation of months {self.months}",
                    on_timeout=lambda: f"{self.results_differences()}\n{self.report()}")
 
 
@@ -146,9 +146,9 @@ def deployed(e2e_cluster, e2e_images, streamlets_operator, node_kafka, tmp_path_
 
 def test_january_in_pods_equals_the_batch_computation(deployed):
     d = deployed
-    wait_until("a running driver and executor pod per streamlet",
-               lambda: set(d.running("driver")) == set(STREAMLETS) and set(d.running("executor")) == set(STREAMLETS),
-               START_TIMEOUT, interval=5, on_timeout=d.report)
+    wait_until(lambda: set(d.running("driver")) == set(STREAMLETS) and set(d.running("executor")) == set(STREAMLETS),
+               timeout=START_TIMEOUT, what="a running driver and executor pod per streamlet", interval=5,
+               retry_on=POLL_ERRORS, on_timeout=d.report)
     d.feed(1)
     d.wait_results("January")
     # Checkpoints on the claim: offsets and commits from the drivers, state from the executors
@@ -173,9 +173,9 @@ def test_a_deleted_driver_pod_resumes_from_its_checkpoints(deployed):
     old = d.running("driver")["stats"]
     d.kubectl("delete", "pod", old["metadata"]["name"], "-n", APPS, "--wait=false")
     d.feed(2)  # February arrives while the stats driver is gone
-    wait_until("the Spark Operator to start the stats driver again",
-               lambda: (p := d.running("driver").get("stats")) and p["metadata"]["uid"] != old["metadata"]["uid"],
-               START_TIMEOUT, interval=5, on_timeout=d.report)
+    wait_until(lambda: (p := d.running("driver").get("stats")) and p["metadata"]["uid"] != old["metadata"]["uid"],
+               timeout=START_TIMEOUT, what="the Spark Operator to start the stats driver again", interval=5,
+               retry_on=POLL_ERRORS, on_timeout=d.report)
     d.wait_results("after the stats driver was deleted")
 
 
@@ -198,7 +198,8 @@ def test_savepoint_and_an_upgrade_with_upgrade_mode_savepoint(deployed, e2e_imag
         return set(drivers) == set(STREAMLETS) and all(
             p["metadata"]["uid"] != before.get(n) and p["spec"]["containers"][0]["image"] == new_image
             for n, p in drivers.items())
-    wait_until("every driver upgraded to the new image", upgraded, START_TIMEOUT, interval=5, on_timeout=d.report)
+    wait_until(upgraded, timeout=START_TIMEOUT, what="every driver upgraded to the new image", interval=5,
+               retry_on=POLL_ERRORS, on_timeout=d.report)
     status = json.loads(d.kubectl("get", "streamletapplication", APP, "-n", APPS, "-o", "json"))["status"]
     upgrade_savepoints = [s for s in status.get("savepoints", []) if s.get("reason") == "upgrade"]
     assert upgrade_savepoints, status.get("savepoints")
@@ -221,4 +222,5 @@ def test_undeploy_leaves_no_pod(deployed):
     d.kubectl("delete", "pod", DATA_POD, "-n", APPS, "--wait=true", timeout=120)
     gone = d.plugin("undeploy", APP)
     assert gone.returncode == 0, gone.stdout + gone.stderr
-    wait_until("no pod of the application", lambda: not d.pods(), 300, interval=5, on_timeout=d.report)
+    wait_until(lambda: not d.pods(), timeout=300, what="no pod of the application", interval=5, retry_on=POLL_ERRORS,
+               on_timeout=d.report)

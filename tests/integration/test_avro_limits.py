@@ -12,7 +12,6 @@ import io
 import json
 
 import fastavro
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
@@ -20,8 +19,6 @@ from pyspark.sql import functions as F
 from streamlets import avro_limits
 from streamlets.runtime.codec import MALFORMED, RECORD, decode_value
 from streamlets.schema import AvroSchema
-
-pytestmark = pytest.mark.integration
 
 WIDE = AvroSchema.load({"type": "record", "name": "Wide", "namespace": "limits", "fields": [
     {"name": "s", "type": "string"},

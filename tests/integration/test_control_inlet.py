@@ -23,7 +23,7 @@ from streamlets.runtime.runconfig import StreamletRunConfig
 from streamlets.runtime.runner import StreamletRuntime, transport_for
 from streamlets.schema import AvroSchema, decode, encode
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 # Spark's Python workers cannot import this test module: send _alerts by value.
 from pyspark import cloudpickle  # noqa: E402

@@ -16,9 +16,9 @@ from streamlets.runtime.control import (COMMAND_SCHEMA, Command, ControlListener
 from streamlets.runtime.runner import StreamletRuntime, transport_for
 from streamlets.state.savepoint import read_savepoint
 from streamlets.state.export import export_state, read_export
-from test_savepoint import Counts, expected, run_config, state_rows, write_file
+from support.counts_app import Counts, expected, run_config, state_rows, write_file
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 
 class TunableCounts(Counts):

@@ -3,11 +3,9 @@ Spark, the test kit's file transport), its endpoint started as the driver starts
 (streamlets.driver.serve_metrics), and a scrape that counts the batch's records."""
 
 import re
-import socket
 import time
 import urllib.request
 
-import pytest
 from pyspark.sql import functions as F
 
 from streamlets import AvroInlet, AvroOutlet, Streamlet
@@ -17,8 +15,7 @@ from streamlets.runtime.runner import StreamletRuntime
 from streamlets.runtime.transport import FileTransport
 from streamlets.schema import encode
 from streamlets.testkit import _write_batch
-
-pytestmark = pytest.mark.integration
+from support.ports import free_port
 
 READING = {"type": "record", "name": "Reading", "namespace": "test.metrics", "fields": [
     {"name": "id", "type": "long"}, {"name": "value", "type": "double"}]}
@@ -44,9 +41,7 @@ def test_metrics_count_a_micro_batch(spark, tmp_path):
     run = StreamletRunConfig(app_id="metrics-app", streamlet="doubler", class_name=Doubler.class_name(),
                              topics={"in": "in", "out": "out"}, checkpoint_root=str(tmp_path / "checkpoints"),
                              available_now=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     runtime = StreamletRuntime(spark, run.app_id, None, transport)
     server = None
     try:

@@ -12,8 +12,6 @@ from confluent_kafka import Consumer, TopicPartition
 from blueprint.sandbox.kafka_broker import create_topics
 from streamlets.runtime.exactly_once import ExactlyOnceError, TransactionalBatchWriter
 
-pytestmark = pytest.mark.integration
-
 
 def committed_records(bootstrap: str, topic: str, partitions: int) -> list[tuple[bytes | None, bytes]]:
     """Every record a read_committed consumer sees in `topic`, by partition then offset."""

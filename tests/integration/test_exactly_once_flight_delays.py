@@ -34,8 +34,6 @@ from streamlets.runtime.runconfig import StreamletRunConfig
 from streamlets.runtime.runner import StreamletRuntime
 from streamlets.runtime.transport import KafkaTransport
 
-pytestmark = pytest.mark.integration
-
 REPO = Path(__file__).resolve().parents[2]
 APP_DIR = REPO / "examples" / "flight-delays"
 sys.path.insert(0, str(APP_DIR))

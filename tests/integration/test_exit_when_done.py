@@ -7,15 +7,12 @@ from __future__ import annotations
 import os
 import time
 
-import pytest
 from confluent_kafka import Consumer
 
-from sandbox_helpers import NUMBERS, read_jsonl, run_blueprint, write_numbers
+from support.sandbox import NUMBERS, read_jsonl, run_blueprint, write_numbers
 
 from streamlets.runtime.deadletter import DEAD_LETTER_SCHEMA
 from streamlets.schema import decode
-
-pytestmark = pytest.mark.integration
 
 BLUEPRINT = str(NUMBERS / "blueprint.yaml")
 POISON = 150

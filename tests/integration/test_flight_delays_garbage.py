@@ -16,16 +16,13 @@ from collections import Counter
 from pathlib import Path
 
 import fastavro
-import pytest
 from confluent_kafka import Consumer, Producer
 
-from sandbox_helpers import REPO, flight_delays_run_config, run_blueprint
+from support.sandbox import REPO, flight_delays_run_config, run_blueprint
 
 from streamlets.runtime.deadletter import DEAD_LETTER_SCHEMA
 from streamlets.kafka_logging import client_config
 from streamlets.schema import decode
-
-pytestmark = pytest.mark.integration
 
 APP = REPO / "examples" / "flight-delays"
 BLUEPRINT = str(APP / "blueprint.yaml")

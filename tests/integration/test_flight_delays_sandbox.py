@@ -11,13 +11,12 @@ import pandas as pd
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from sandbox_helpers import (REPO, flight_delays_run_config, processes_mentioning, run_blueprint, sigkill, start_blueprint,
-                             wait_until)
+from support.sandbox import (REPO, flight_delays_run_config, processes_mentioning, run_blueprint, sigkill,
+                             start_blueprint)
+from support.waiting import wait_until
 
 from streamlets.runtime.deadletter import DEAD_LETTER_SCHEMA
 from streamlets.schema import decode
-
-pytestmark = pytest.mark.integration
 
 APP = REPO / "examples" / "flight-delays"
 BLUEPRINT = str(APP / "blueprint.yaml")

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_helpers import REPO, blueprint_cmd, start_blueprint, wait_until
+from support.sandbox import REPO, blueprint_cmd, start_blueprint
+from support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 

@@ -20,17 +20,16 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "flight-delays"
 if str(EXAMPLE) not in sys.path:
     sys.path.insert(0, str(EXAMPLE))
 
+from streamlets.files import latest_per_key, write_batch_file  # noqa: E402
 from streamlets.testkit import run_streamlet, spark_session  # noqa: E402
 
-from flight_delays.egress import DelayStatsFiles, latest_per_window, write_batch  # noqa: E402
+from flight_delays.egress import DelayStatsFiles  # noqa: E402
 from flight_delays.enrich import FlightWeatherJoin, spark_delay  # noqa: E402
 from flight_delays.ingress import FlightIngress, WeatherIngress  # noqa: E402
 from flight_delays.prepare import month_frame, write_csv  # noqa: E402
 from flight_delays.reference import stats_of  # noqa: E402
 from flight_delays.results import load_results, summary  # noqa: E402
 from flight_delays.stats import DepartureDelayStats  # noqa: E402
-
-pytestmark = pytest.mark.integration
 
 UTC = timezone.utc
 DAY2 = datetime(2013, 1, 2, 5, tzinfo=UTC)  # local midnight starting January 2 (EST = UTC-5)
@@ -180,7 +179,7 @@ def delay_stats(spark, enriched):
 
 
 def _latest(rows) -> pd.DataFrame:
-    df = pd.DataFrame(latest_per_window(rows))
+    df = pd.DataFrame(latest_per_key(rows, ("origin", "window_start"), "updated_at"))
     for c in ("window_start", "window_end", "updated_at"):
         df[c] = pd.to_datetime(df[c], utc=True)
     return df.sort_values(["origin", "window_start"]).reset_index(drop=True)
@@ -252,16 +251,16 @@ def test_files_hold_latest_per_window(files_output, delay_stats, expected_stats)
 
 
 def test_write_batch_is_idempotent_per_batch_id(tmp_path):
-    t = 1_356_998_400_000  # 2013-01-01T00:00:00Z in epoch millis
-    hour = 3_600_000
+    t = datetime(2013, 1, 1, tzinfo=UTC)
+    hour = timedelta(hours=1)
     v1 = {"origin": "EWR", "window_start": t, "window_end": t + hour, "flights": 1, "cancelled": 0,
           "mean_dep_delay": 2.0, "max_dep_delay": 2.0, "updated_at": t + 10 * hour}
     v2 = {**v1, "flights": 2, "mean_dep_delay": None, "updated_at": t + 11 * hour}
-    rows = latest_per_window([v2, v1])
+    rows = latest_per_key([v2, v1], DelayStatsFiles.latest_by, DelayStatsFiles.version)
     assert rows == [v2]
-    write_batch(tmp_path, 7, rows)
-    write_batch(tmp_path, 7, rows)  # a replayed batch replaces its own file
-    write_batch(tmp_path, 8, [])  # nothing to write: no file
+    write_batch_file(tmp_path, 7, rows)
+    write_batch_file(tmp_path, 7, rows)  # a replayed batch replaces its own file
+    write_batch_file(tmp_path, 8, [])  # nothing to write: no file
     assert [p.name for p in tmp_path.iterdir()] == ["batch-00000007.jsonl"]
     df = load_results(tmp_path, with_updated_at=True)
     assert len(df) == 1 and df.loc[0, "flights"] == 2 and math.isnan(df.loc[0, "mean_dep_delay"])

@@ -33,8 +33,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.integration
-
 PODMAN = shutil.which("podman")
 ENV = {**os.environ, "CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF", str(ROOT / "dev" / "containers.conf"))}
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]

@@ -14,8 +14,6 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from blueprint.sandbox.kafka_broker import KafkaBroker, create_topics, end_offsets
 
-pytestmark = pytest.mark.integration
-
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 

@@ -4,25 +4,14 @@ terminal: in the sandbox (sandbox.log) and in the SDK's clients (the `streamlets
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import sys
 import textwrap
 
-import pytest
-
-from sandbox_helpers import NUMBERS, run_blueprint
-
-pytestmark = pytest.mark.integration
+from support.ports import free_port
+from support.sandbox import NUMBERS, run_blueprint
 
 RDKAFKA_LINE = re.compile(r"%\d\|\d+\.\d+\|[A-Z_]+\|rdkafka#")
-
-
-def dead_port() -> int:
-    """A local port nothing listens on (bound and closed: connections are refused)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_sdk_clients_log_to_python_logging_not_stderr(tmp_path):
@@ -35,7 +24,7 @@ def test_sdk_clients_log_to_python_logging_not_stderr(tmp_path):
         from blueprint.sandbox.kafka_broker import BrokerError, create_topics, end_offsets
         from blueprint.sandbox.topics import TopicWatcher
         from streamlets.runtime.control import results_consumer
-        bootstrap = "127.0.0.1:{dead_port()}"
+        bootstrap = "127.0.0.1:{free_port()}"
         for call in (lambda: create_topics(bootstrap, [("t", 1, {{}})], timeout=3), lambda: end_offsets(bootstrap, "t"),
                      lambda: results_consumer(bootstrap, "app")):
             try:
@@ -55,9 +44,12 @@ def test_sandbox_puts_kafka_client_lines_in_sandbox_log(tmp_path):
     """`blueprint run --kafka` at a broker that is not there: one error line on the terminal, the
     clients' connection errors in logs/sandbox.log."""
     state = tmp_path / "state"
+    source = state / "volumes" / "ingress" / "source"  # the read-only mount's default folder, empty
+    source.mkdir(parents=True)
     result = run_blueprint("run", str(NUMBERS / "blueprint.yaml"), "--state-dir", str(state),
-                           "--kafka", f"127.0.0.1:{dead_port()}", timeout=300)
+                           "--kafka", f"127.0.0.1:{free_port()}", timeout=300)
     assert result.returncode == 1
+    assert f"warning: streamlet 'ingress': volume mount 'source' ({source}) is empty" in " ".join(result.stdout.split())
     assert not RDKAFKA_LINE.search(result.stdout + result.stderr), (result.stdout + result.stderr)[-2000:]
     errors = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and errors[0].startswith("error: creating topic "), result.stderr

@@ -38,7 +38,7 @@ from streamlets.runtime.runner import StreamletRuntime
 from streamlets.schema import AvroSchema, encode
 from streamlets.runtime.transport import FileTransport
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = pytest.mark.timeout(900)
 
 PAIRS_WANTED = int(os.environ.get("LOGICAL_TYPE_PAIRS", 1000))  # fewer only to debug the test itself
 EXAMPLES = PAIRS_WANTED * 3 // 5  # a round: about a third of them are new schema pairs

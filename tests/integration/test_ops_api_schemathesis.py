@@ -20,9 +20,8 @@ import urllib.request
 
 import pytest
 
-from sandbox_helpers import NUMBERS, read_jsonl, start_blueprint, wait_for_ui, wait_until, write_numbers
-
-pytestmark = pytest.mark.integration
+from support.sandbox import NUMBERS, read_jsonl, start_blueprint, wait_for_ui, write_numbers
+from support.waiting import wait_until
 
 BLUEPRINT = str(NUMBERS / "blueprint.yaml")
 EXAMPLES = int(os.environ.get("STREAMLETS_SCHEMATHESIS_EXAMPLES", "25"))

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_helpers import REPO, flight_delays_run_config, start_blueprint, wait_for_ui, wait_until
+from support.sandbox import REPO, flight_delays_run_config, start_blueprint, wait_for_ui
+from support.waiting import wait_until
 
 from blueprint.sandbox.kafka_broker import _free_ports
 

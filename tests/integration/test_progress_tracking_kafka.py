@@ -14,10 +14,10 @@ from streamlets.runtime.storage import LocalStorage
 from streamlets.runtime.transport import KafkaTransport
 from streamlets.schema import decode, encode
 
-from test_realtime import APP, Counts, Passthrough, count, run_config, wait_for
-from test_sdk_kafka import produce, read_topic, topics
+from support.kafka import count, produce, read_topic, topics
+from support.realtime_app import APP, Counts, Passthrough, run_config
+from support.waiting import wait_until
 
-pytestmark = pytest.mark.integration
 R = Passthrough.shape().inlet("in").schema
 
 
@@ -40,7 +40,7 @@ def test_async_progress_tracking_delivers_every_record_and_a_sync_restart_contin
         for burst in range(8):  # several micro-batches, over more than one checkpoint interval (1.5 s)
             produce(bootstrap, src, [(i % 2, encode(R, {"k": f"k{i}", "v": i})) for i in range(burst * 50, burst * 50 + 50)])
             time.sleep(0.3)
-        wait_for(lambda: count(bootstrap, out) >= 400, timeout=60, what="400 records")
+        wait_until(lambda: count(bootstrap, out) >= 400, timeout=60, what="400 records")
         assert rt.failed() == []
     finally:
         rt.stop(timeout=30)
@@ -55,8 +55,8 @@ def test_async_progress_tracking_delivers_every_record_and_a_sync_restart_contin
         [query] = rt.start_class(Passthrough, sync).queries
         assert engine(query) == "MicroBatchExecution"
         produce(bootstrap, src, [(i % 2, encode(R, {"k": f"k{i}", "v": i})) for i in range(400, 450)])
-        wait_for(lambda: {decode(R, m.value())["v"] for m in read_topic(bootstrap, out)} >= set(range(450)),
-                 timeout=60, what="all 450 records")
+        wait_until(lambda: {decode(R, m.value())["v"] for m in read_topic(bootstrap, out)} >= set(range(450)),
+                   timeout=60, what="all 450 records")
         assert rt.failed() == []
     finally:
         rt.stop(timeout=30)

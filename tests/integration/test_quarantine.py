@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from confluent_kafka import Consumer
 
-from sandbox_helpers import REPO, run_blueprint
+from support.sandbox import REPO, run_blueprint
 
 from streamlets.runtime.deadletter import DEAD_LETTER_SCHEMA
 from streamlets.schema import decode

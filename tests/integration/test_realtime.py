@@ -3,8 +3,6 @@ real-time mode, with dead letters; and what Real-Time Mode cannot run, refused b
 starts with one line naming the streamlet and the reason."""
 
 import sys
-import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -12,36 +10,18 @@ from pyspark.sql import functions as F
 
 from streamlets import AvroInlet, AvroOutlet, Streamlet
 from streamlets.runtime.deadletter import DEAD_LETTER_SCHEMA
-from streamlets.runtime.runconfig import StreamletRunConfig
 from streamlets.runtime.runner import StreamletRuntime
 from streamlets.runtime.transport import KafkaTransport
 from streamlets.schema import decode, encode
 from streamlets.trigger import RealTimeModeError, Trigger
 
-from test_sdk_kafka import produce, read_topic, topics
-
-pytestmark = pytest.mark.integration
+from support.kafka import count, produce, read_topic, topics
+from support.realtime_app import APP, R, TIMEOUT, Counts, Passthrough, run_config
+from support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "examples" / "flight-delays"))
 from flight_delays.alerts import DelayAlerts  # noqa: E402
-
-APP = "rt-it"
-R = {"type": "record", "name": "R", "namespace": "test.rt", "fields": [{"name": "k", "type": "string"},
-                                                                       {"name": "v", "type": "long"}]}
-
-
-class Counts(Streamlet):
-    """Stateful: a running count per key."""
-
-    inlet = AvroInlet("in", R)
-    out = AvroOutlet("out", R)
-    trigger = Trigger.real_time("2 seconds")
-
-    def create_logic(self, ctx):
-        counts = ctx.read_stream(self.inlet).groupBy("k").agg(F.count("*").alias("v"))
-        ctx.write_stream(counts, self.out, output_mode="update")
-
 
 class PyUdf(Streamlet):
     inlet = AvroInlet("in", R)
@@ -62,40 +42,10 @@ class Batches(Streamlet):
         ctx.start_query(ctx.read_stream(self.inlet).writeStream.foreachBatch(lambda df, i: None), "each")
 
 
-class Passthrough(Streamlet):
-    inlet = AvroInlet("in", R)
-    out = AvroOutlet("out", R)
-
-    def create_logic(self, ctx):
-        ctx.write_stream(ctx.read_stream(self.inlet), self.out)
-
-
-def run_config(kafka_broker, tmp_path, name, cls, topic_map, dl=None, **kw) -> StreamletRunConfig:
-    return StreamletRunConfig(app_id=APP, streamlet=name, class_name=cls.class_name(), topics=topic_map,
-                              bootstrap_servers=kafka_broker.bootstrap_servers, checkpoint_root=str(tmp_path / name),
-                              dead_letter_topic=dl, **kw)
-
-
 def flight(i: int, delay: float | None) -> dict:
     return {"flight_id": f"20130101-AA{i}-JFK", "origin": ["JFK", "EWR", "LGA"][i % 3], "dest": "LAX", "carrier": "AA",
             "flight": i, "tailnum": None, "time_hour": 1357048800000, "sched_dep_time": 1357048800000 + i * 60_000,
             "dep_delay": delay, "arr_delay": None, "distance": 2475, "cancelled": delay is None}
-
-
-def wait_for(predicate, timeout=180, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"{what} not reached within {timeout} s")
-
-
-def count(bootstrap, topic):
-    from blueprint.sandbox.kafka_broker import end_offsets
-
-    return sum(end_offsets(bootstrap, topic).values())
 
 
 def test_delay_alerts_run_in_real_time_mode_with_dead_letters(kafka_broker, spark, tmp_path):
@@ -116,10 +66,10 @@ def test_delay_alerts_run_in_real_time_mode_with_dead_letters(kafka_broker, spar
         produce(bootstrap, src, [(0, b"\xff"), (0, b"not avro")])
         produce(bootstrap, src, [(0, encode(schema, flight(i + 30, d))) for i, d in enumerate(delays[30:])])
         late = [i for i, d in enumerate(delays) if d is not None and d >= 90]
-        wait_for(lambda: count(bootstrap, out) >= len(late), what=f"{len(late)} alerts")
+        wait_until(lambda: count(bootstrap, out) >= len(late), timeout=TIMEOUT, what=f"{len(late)} alerts")
         # Dead letters: the observed metric counts them per checkpoint interval and the writer scans
         # that offset range, as in micro-batch mode (a core besides the real-time task does the scan).
-        wait_for(lambda: count(bootstrap, dl) >= 2, what="2 dead letters")
+        wait_until(lambda: count(bootstrap, dl) >= 2, timeout=TIMEOUT, what="2 dead letters")
         assert rt.failed() == []
     finally:
         rt.stop(timeout=60)

@@ -16,8 +16,6 @@ from pyspark.sql import functions as F
 
 from streamlets.state.repartition import RepartitionError, repartition_checkpoint
 
-pytestmark = [pytest.mark.integration]
-
 SCHEMA = "k BIGINT, s STRING, v BIGINT, ts TIMESTAMP"
 
 

@@ -5,24 +5,21 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
 from confluent_kafka import Consumer, Producer
 
 from streamlets.runtime.deadletter import DEAD_LETTER_SCHEMA
 from streamlets.schema import AvroSchema, decode, encode
 
-from sandbox_helpers import (
+from support.sandbox import (
     NUMBERS,
     processes_mentioning,
     read_jsonl,
     run_blueprint,
     sigkill,
     start_blueprint,
-    wait_until,
     write_numbers,
 )
-
-pytestmark = pytest.mark.integration
+from support.waiting import wait_until
 
 BLUEPRINT = str(NUMBERS / "blueprint.yaml")
 

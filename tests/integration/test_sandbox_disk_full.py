@@ -12,9 +12,8 @@ import time
 
 import pytest
 
-from sandbox_helpers import NUMBERS, processes_mentioning, start_blueprint, wait_until, write_numbers
-
-pytestmark = pytest.mark.integration
+from support.sandbox import NUMBERS, blueprint_cmd, processes_mentioning, start_blueprint, write_numbers
+from support.waiting import wait_until
 
 
 def _tmpfs(tmp_path, size: str):
@@ -86,8 +85,7 @@ def test_a_full_disk_stops_the_sandbox_with_one_line_naming_the_folder(tmp_path,
 
 def test_a_full_disk_before_the_start_starts_nothing(tmp_path, small_disk):
     fill(small_disk)
-    result = subprocess.run([*__import__("sandbox_helpers").blueprint_cmd("run", str(NUMBERS / "blueprint.yaml"),
-                                                                            "--state-dir", str(small_disk / "state"))],
+    result = subprocess.run(blueprint_cmd("run", str(NUMBERS / "blueprint.yaml"), "--state-dir", str(small_disk / "state")),
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 1
     assert result.stderr.startswith(f"error: the disk of the state folder {small_disk / 'state'} is full ("), result.stderr
@@ -102,7 +100,7 @@ def test_flight_delays_disk_full_mid_run_then_grown_and_rerun_equals_batch_compu
     batch's partial output pushed the statistics' watermark ahead of its replay."""
     import sys
 
-    from sandbox_helpers import REPO, flight_delays_run_config, run_blueprint
+    from support.sandbox import REPO, flight_delays_run_config, run_blueprint
 
     app = REPO / "examples" / "flight-delays"
     sys.path.insert(0, str(app))

@@ -10,11 +10,8 @@ import signal
 import sys
 from pathlib import Path
 
-import pytest
-
-from sandbox_helpers import REPO, flight_delays_run_config, processes_mentioning, run_blueprint, start_blueprint, wait_until
-
-pytestmark = pytest.mark.integration
+from support.sandbox import REPO, flight_delays_run_config, processes_mentioning, run_blueprint, start_blueprint
+from support.waiting import wait_until
 
 APP = REPO / "examples" / "flight-delays"
 BLUEPRINT = str(APP / "blueprint.yaml")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_helpers import NUMBERS, REPO, processes_mentioning, start_blueprint, wait_until, write_numbers
+from support.sandbox import NUMBERS, REPO, processes_mentioning, start_blueprint, write_numbers
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

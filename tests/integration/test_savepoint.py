@@ -6,41 +6,21 @@ change named."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
 import pytest
 
-from streamlets import AvroOutlet, Streamlet, VolumeMount
 from streamlets.state.restore import check_restore, restore_savepoint
 from streamlets.runtime.runconfig import StreamletRunConfig
 from streamlets.runtime.runner import StreamletRuntime, transport_for
 from streamlets.state.savepoint import (SavepointError, dispose_savepoint, keep_in_savepoint, list_savepoints,
                                   prune_savepoints, read_savepoint, resolve_savepoint, take_savepoint)
+from support.counts_app import Counts, expected, run_config, state_rows, write_file
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
-SCHEMA = {"type": "record", "name": "Count", "namespace": "test.sp",
-          "fields": [{"name": "k", "type": "string"}, {"name": "n", "type": "long"}, {"name": "s", "type": "long"}]}
 FILES = 6
-
-
-class Counts(Streamlet):
-    """Rows (k, v) of the CSV files on `source`, one file per micro-batch -> count and sum per k."""
-
-    source = VolumeMount("source", "/mnt/in")
-    outlet = AvroOutlet("out", SCHEMA, key="k")
-
-    def aggregate(self, df):
-        from pyspark.sql import functions as F
-
-        return df.groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("s"))
-
-    def create_logic(self, ctx) -> None:
-        df = (ctx.spark.readStream.schema("k STRING, v INT").option("header", True).option("maxFilesPerTrigger", 1)
-              .csv(str(ctx.mounted_path(self.source))))
-        ctx.write_stream(self.aggregate(df), self.outlet, output_mode="update")
 
 
 class CountsWithMax(Counts):
@@ -61,27 +41,6 @@ class CountsByKeyAndValue(Counts):
 class CountsDeduplicated(Counts):
     def aggregate(self, df):
         return super().aggregate(df.dropDuplicates(["k", "v"]))
-
-
-def write_file(folder: Path, i: int) -> None:
-    path = folder / f"f{i:02d}.csv"
-    path.write_text("k,v\n" + "".join(f"{k},{i * 10 + j}\n" for j, k in enumerate("abcd")))
-    os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))  # the file source takes the oldest first
-
-
-def expected(files: int) -> dict[str, tuple[int, int]]:
-    return {k: (files, sum(i * 10 + j for i in range(files))) for j, k in enumerate("abcd")}
-
-
-def state_rows(spark, checkpoint: str) -> dict[str, tuple[int, int]]:
-    rows = spark.read.format("statestore").load(checkpoint).collect()
-    return {r.key.k: (r.value["count"], r.value["sum"]) for r in rows}
-
-
-def run_config(root: Path, name: str, source: Path, app: str = "app", **kw) -> StreamletRunConfig:
-    return StreamletRunConfig(app_id=app, streamlet=name, class_name="x.Counts", checkpoint_root=str(root / "ck" / app / name),
-                              volume_mounts={"source": str(source)}, topics={"out": f"{app}.counts"},
-                              spark_conf={"spark.sql.shuffle.partitions": "3"}, **kw)
 
 
 def run_until_done(spark, cls, run: StreamletRunConfig) -> None:

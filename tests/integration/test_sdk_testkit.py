@@ -14,8 +14,6 @@ from streamlets import (
 )
 from streamlets.testkit import run_streamlet
 
-pytestmark = pytest.mark.integration
-
 READING = {"type": "record", "name": "Reading", "namespace": "test.sdk", "fields": [
     {"name": "id", "type": "long"}, {"name": "sensor", "type": "string"},
     {"name": "value", "type": "double"}, {"name": "note", "type": ["null", "string"], "default": None}]}

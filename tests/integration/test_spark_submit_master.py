@@ -12,9 +12,6 @@ import sys
 from pathlib import Path
 
 import pyspark
-import pytest
-
-pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 

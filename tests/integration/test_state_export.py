@@ -27,8 +27,6 @@ from streamlets.state.export import (
     stateful_operators,
 )
 
-pytestmark = [pytest.mark.integration]
-
 SCHEMA = "k STRING, v INT, ts TIMESTAMP"
 KEYS = ["a", "b", "x,y", "c"]  # "x,y" needs CSV quoting
 FILES = 3

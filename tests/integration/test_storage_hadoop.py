@@ -1,12 +1,8 @@
 """streamlets.runtime.storage.HadoopStorage (Hadoop's FileSystem through the JVM, what s3a:// and abfss://
 savepoints use) on the one Hadoop file system available here, file://, against LocalStorage."""
 
-import pytest
-
 from streamlets.state.savepoint import keep_in_savepoint
 from streamlets.runtime.storage import HadoopStorage, LocalStorage, join
-
-pytestmark = pytest.mark.integration
 
 
 def test_hadoop_storage_does_what_local_storage_does(spark, tmp_path):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import time
 
-import pytest
 from pyspark.sql import functions as F
 
 from streamlets import AvroInlet, AvroOutlet, Streamlet
@@ -17,8 +16,6 @@ from streamlets.runtime.runner import StreamletRuntime
 from streamlets.runtime.transport import FileTransport
 from streamlets.schema import decode, encode
 from streamlets.testkit import _write_batch
-
-pytestmark = pytest.mark.integration
 
 FLIGHT = {"type": "record", "name": "Flight", "namespace": "test.unconnected",
           "fields": [{"name": "id", "type": "long"}, {"name": "distance", "type": "long"}]}

@@ -11,11 +11,7 @@ import sys
 import venv
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.integration
-
 
 def test_operator_and_clis_from_a_fresh_virtualenv(tmp_path):
     env_dir = tmp_path / "venv"

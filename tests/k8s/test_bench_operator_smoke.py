@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.k8s, pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_operator.py"
 

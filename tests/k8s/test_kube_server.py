@@ -13,8 +13,6 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.k8s
-
 GROUP, VERSION, PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
 
 

@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = [pytest.mark.k8s, pytest.mark.integration]
-
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "flight-delays" / "blueprint.yaml"
 CRDS = ROOT / "charts" / "streamlets-operator" / "crds"

@@ -20,21 +20,21 @@ from typing import Any
 
 import pytest
 
-from blueprint.sandbox.kafka_broker import _free_ports
-from test_operator import (GROUP, PLURAL, ROOT, VERSION, LocalDriver, Operator, api, apply, built, cluster,  # noqa: F401
-                           deployed, get_app, resource, wait_for)
+from support.kube_operator import GROUP, PLURAL, ROOT, LocalDriver, Operator, apply, deployed, get_app, resource
+from support.ports import free_port
+from support.waiting import wait_until
 
-pytestmark = [pytest.mark.k8s, pytest.mark.integration, pytest.mark.timeout(420)]
+pytestmark = pytest.mark.timeout(420)
 
 
 # --- helpers ------------------------------------------------------------------------------------
 
 def start_operator(cluster, ns: str, log: Path, watched: list[str]) -> tuple[Operator, int]:
     """The operator watching `ns`, its operations API on a free port serving the `watched` namespaces."""
-    (port,) = _free_ports(1)
+    port = free_port()
     op = Operator(cluster, ns, log, env={"STREAMLETS_API_PORT": str(port), "STREAMLETS_WATCH_NAMESPACES": ",".join(watched),
                                          "STREAMLETS_COMMAND_TIMEOUT": "60"}).start()
-    wait_for("the operations API", lambda: _ready(port), timeout=60, op=op)
+    wait_until(lambda: _ready(port), timeout=60, interval=0.25, what="the operations API", on_timeout=op.tail)
     return op, port
 
 
@@ -150,8 +150,9 @@ def test_the_api_answers_only_what_rbac_allows_and_serves_the_operators_metrics(
         apply(custom, resource(built, ns))
         other_app = resource(built, other)
         apply(custom, other_app)  # not the operator's to deploy (it watches ns), but the API's to show
-        wait_for("deployed", lambda: deployed(custom, core, ns), op=op)
-        wait_for("a status", lambda: (get_app(custom, ns).get("status") or {}).get("streamlets"), op=op)
+        wait_until(lambda: deployed(custom, core, ns), timeout=60, interval=0.25, what="deployed", on_timeout=op.tail)
+        wait_until(lambda: (get_app(custom, ns).get("status") or {}).get("streamlets"), timeout=60, interval=0.25,
+                   what="a status", on_timeout=op.tail)
         viewer = caller(cluster, ns, "viewer", ["get", "list"])
         nobody = caller(cluster, ns, "nobody", [])
         base = f"/api/v1/namespaces/{ns}/applications/flight-delays"
@@ -225,18 +226,18 @@ def test_a_savepoint_through_the_api(api, cluster, kube_namespace, built, kafka_
     custom, core = api
     ns = kube_namespace
     op, port = start_operator(cluster, ns, tmp_path / "operator.log", [ns])
-    (metrics_port,) = _free_ports(1)
+    metrics_port = free_port()
     monkeypatch.setenv("STREAMLETS_METRICS_PORT", str(metrics_port))  # the local driver's endpoint
     driver = None
     try:
         apply(custom, resource(built, ns))
-        wait_for("deployed", lambda: deployed(custom, core, ns), op=op)
+        wait_until(lambda: deployed(custom, core, ns), timeout=60, interval=0.25, what="deployed", on_timeout=op.tail)
         operator_user = caller(cluster, ns, "operator-user", ["get", "patch"])
         driver = LocalDriver(custom, core, ns, "flights", tmp_path / "pod", tmp_path / "driver.log")
         write_csv(month_frame(flights, 1).head(100), Path(driver.config.volume_mounts["source"]) / "flights-2013-01.csv")
         checkpoint = Path(driver.config.checkpoint_root)
-        wait_for("the first commit", lambda: any(checkpoint.glob("*/commits/0")) or driver.proc.poll() is not None,
-                 timeout=240)
+        wait_until(lambda: any(checkpoint.glob("*/commits/0")) or driver.proc.poll() is not None, timeout=240,
+                   interval=0.25, what="the first commit")
         assert driver.proc.poll() is None, driver.tail()
 
         base = f"/api/v1/namespaces/{ns}/applications/flight-delays"

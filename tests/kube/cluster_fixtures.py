@@ -1,4 +1,4 @@
-"""pytest fixtures for the real one-node cluster of tests/kube/cluster.py (``dev/cluster``).
+"""pytest fixtures for the real one-node cluster of dev/cluster.py (``dev/cluster``).
 
 ``kube_cluster`` starts the cluster in a temporary directory on first use and takes it down (and
 deletes its state but the logs) at the end of the session; a watcher process takes it down too
@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from .cluster import ClusterUnavailable, KubeCluster, check_host, load_cluster_env
+from dev.cluster import ClusterUnavailable, KubeCluster, check_host, load_cluster_env
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """pytest fixtures for a real Kubernetes API server (see server.py). A plugin module rather than a
 conftest so that tests anywhere (tests/integration, tests/k8s) can use it; tests/conftest.py
-registers it with ``pytest_plugins = ["kube.fixtures"]``."""
+registers it in ``pytest_plugins`` (with kube.cluster_fixtures, the one-node cluster's)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import secrets
 
 import pytest
 
-from .cluster_fixtures import cluster_namespace, kube_cluster  # noqa: F401 - the one-node cluster's fixtures
 from .server import KubeEnvMissing, KubeServer, load_env
 from .toolchain import ToolchainFailed, wait_for_toolchain
 

@@ -3,7 +3,7 @@ hop to hop (the benchmark itself needs a broker and Spark and runs by hand: benc
 
 import pytest
 
-from bench_helpers import bench_module
+from support.bench import bench_module
 
 
 @pytest.fixture(scope="module")

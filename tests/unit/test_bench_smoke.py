@@ -1,4 +1,5 @@
-"""Smoke test of bench/bench_map.py: it imports, parses its arguments and its data helpers agree.
+"""Smoke test of bench/bench_map.py and its workload (bench/flight_workload.py): it imports, parses
+its arguments and the workload's data helpers agree.
 
 Runs nothing heavy (no Spark, no Kafka): the benchmark itself is run by hand (bench/README.md).
 """
@@ -8,12 +9,18 @@ import io
 import fastavro
 import pytest
 
-from bench_helpers import bench_module
+from support.bench import bench_module
 
 
 @pytest.fixture(scope="module")
 def bench():
     with bench_module("bench_map") as module:
+        yield module
+
+
+@pytest.fixture(scope="module")
+def workload():
+    with bench_module("flight_workload") as module:
         yield module
 
 
@@ -35,25 +42,25 @@ def test_parser_options(bench):
         bench.build_parser().parse_args(["--variants", "nope"])
 
 
-def test_records_round_trip_and_map(bench):
-    parsed_in = fastavro.parse_schema(bench.FLIGHT_EVENT)
-    parsed_out = fastavro.parse_schema(bench.MAPPED_FLIGHT)
+def test_records_round_trip_and_map(workload):
+    parsed_in = fastavro.parse_schema(workload.FLIGHT_EVENT)
+    parsed_out = fastavro.parse_schema(workload.MAPPED_FLIGHT)
     nulls = set()
     for i in range(0, 5000, 7):
-        rec = bench.flight_record(i)
-        assert bench.record_index(rec["flight_id"]) == i
+        rec = workload.flight_record(i)
+        assert workload.record_index(rec["flight_id"]) == i
         buf = io.BytesIO()
         fastavro.schemaless_writer(buf, parsed_in, rec)
         back = fastavro.schemaless_reader(io.BytesIO(buf.getvalue()), parsed_in, None)
-        assert {k: bench._ms(v) for k, v in back.items()} == rec
-        out = bench.expected_output(i)
+        assert {k: workload.epoch_millis(v) for k, v in back.items()} == rec
+        out = workload.expected_output(i)
         assert out["dep_delay_hours"] == (None if rec["dep_delay"] is None else rec["dep_delay"] / 60.0)
         fastavro.schemaless_writer(io.BytesIO(), parsed_out, out)  # valid for the output schema
         nulls.update(k for k, v in rec.items() if v is None)
     assert nulls == {"tailnum", "dep_delay", "arr_delay"}  # the data exercises every nullable field
 
 
-def test_streamlet_ports(bench):
-    shape = bench.Mapper.shape()
+def test_streamlet_ports(workload):
+    shape = workload.Mapper.shape()
     assert [p.name for p in shape.inlets] == ["in"] and [p.name for p in shape.outlets] == ["out"]
-    assert bench.Mapper.out.key == (bench.KEY_FIELD,)
+    assert workload.Mapper.out.key == (workload.KEY_FIELD,)

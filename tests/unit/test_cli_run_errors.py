@@ -86,3 +86,41 @@ def test_a_list_as_a_spark_override_is_refused_too(tmp_path):
     assert result.returncode == 1
     assert result.stderr.startswith("error: command line: streamlets.multiply.config-parameters.factor: ")
     assert not (tmp_path / "state").exists()
+
+
+def test_a_read_only_mount_whose_folder_does_not_exist_starts_nothing(tmp_path):
+    """A ReadOnlyMany mount is the streamlet's input: a missing folder is an error before Kafka or
+    Spark starts (not a folder created for it and a green run that read nothing)."""
+    state = tmp_path / "state"
+    result = run(str(NUMBERS / "blueprint.yaml"), "--state-dir", str(state))
+    assert result.returncode == 1, result.stdout + result.stderr
+    folder = state / "volumes" / "ingress" / "source"
+    assert result.stderr.strip().splitlines() == [
+        f"error: streamlet 'ingress': volume mount 'source' (ReadOnlyMany: its input) maps to {folder}, which does not "
+        f"exist; map it to the folder holding the input in the run config (streamlets.ingress.volume-mounts.source = "
+        f"<folder>, relative to the config file) or create {folder}"]
+    assert not folder.exists() and not (state / "kafka").exists()
+    assert "Traceback" not in result.stdout
+
+
+def test_empty_read_only_mounts_are_named_for_a_warning(tmp_path):
+    """`empty_inputs`: a ReadOnlyMany folder with no file Spark reads (hidden `.x` and `_x` names are
+    skipped by Spark's file sources) is named; one with a file, and writable mounts, are not."""
+    from blueprint.loader import import_streamlets, load_blueprint
+    from blueprint.sandbox.localconfig import StreamletSettings
+    from blueprint.sandbox.run import empty_inputs, run_config_for
+
+    bp = load_blueprint(NUMBERS / "blueprint.yaml")
+    classes = import_streamlets(bp)
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / ".n000.tmp").write_text("{}\n")
+    (src / "sub" / "_SUCCESS").write_text("")
+    settings = {n: StreamletSettings() for n in bp.streamlets}
+    settings["ingress"].volume_mounts["source"] = str(src)
+    runs = [run_config_for(bp, n, classes, settings[n], bootstrap="", state_dir=tmp_path / "state", trigger=None)
+            for n in bp.streamlets]
+    assert empty_inputs(runs, classes) == [
+        f"streamlet 'ingress': volume mount 'source' ({src}) is empty: it reads nothing until files arrive there"]
+    (src / "sub" / "n001.json").write_text("{}\n")
+    assert empty_inputs(runs, classes) == []

@@ -13,12 +13,7 @@ import pytest
 from streamlets import driver
 from streamlets.runtime.monitor import QueryStats
 from streamlets.runtime.runconfig import METRICS_PORT, METRICS_PORT_ENV, StreamletRunConfig, metrics_port
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from support.ports import free_port
 
 
 def fake_runtime() -> SimpleNamespace:

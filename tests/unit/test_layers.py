@@ -1,5 +1,7 @@
 """The layers point one way and no module imports itself back (tests the import graph, counting
-imports inside functions; imports under `if TYPE_CHECKING:` are type-only and do not count).
+imports inside functions and type-only imports under `if TYPE_CHECKING:`: a type a module names
+is a dependency too, and a circle closed by one is still a circle). The benchmark scripts in
+bench/ import each other by bare name: their graph must have no circle either.
 
 Layers, lowest first (README, Architecture): the SDK (streamlets/*.py but the facades), the
 runtime (streamlets/runtime/), state operations (streamlets/state/); the blueprint spec
@@ -23,8 +25,10 @@ PACKAGES = {"streamlets": ROOT / "streamlets", "blueprint": ROOT / "blueprint",
             "streamlets_operator": ROOT / "operator" / "streamlets_operator"}
 
 # The SDK's facades compose the layers under them (the test kit runs streamlets; the driver and
-# the runner shim start one); every other top-level module of streamlets/ is the SDK proper.
-FACADES = {"streamlets.testkit", "streamlets.driver", "streamlets.runner"}
+# the runner shim start one; the package's __init__ exports the runtime's StreamletContext and
+# ControlInlet and the test kit's run_streamlet, imported on first use); every other top-level
+# module of streamlets/ is the SDK proper.
+FACADES = {"streamlets", "streamlets.testkit", "streamlets.driver", "streamlets.runner"}
 
 
 def _modules() -> dict[str, Path]:
@@ -38,14 +42,8 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
 def _imports(module: str, path: Path, known: set[str]) -> set[str]:
-    """Project modules `module` imports, anywhere in its body except under TYPE_CHECKING."""
+    """Project modules `module` imports, anywhere in its body (functions, `if TYPE_CHECKING:`)."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
 
@@ -55,10 +53,6 @@ def _imports(module: str, path: Path, known: set[str]) -> set[str]:
         return name or None
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node):
-            for child in node.orelse:
-                visit(child)
-            return
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if (hit := resolve(alias.name)) is not None:
@@ -93,6 +87,13 @@ def import_graph() -> dict[str, set[str]]:
         # but not for modules inside that package (Python has started those inits already)
         graph[name] = {d for d in deps if not name.startswith(d + ".")}
     return graph
+
+
+def bench_graph() -> dict[str, set[str]]:
+    """bench/'s scripts and modules (imported by bare name, `from bench_map import ...`) and the
+    ones each imports."""
+    modules = {path.stem: path for path in (ROOT / "bench").glob("*.py")}
+    return {name: _imports(name, path, set(modules)) for name, path in modules.items()}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -137,6 +138,18 @@ def test_no_import_cycles():
     assert find_cycle(import_graph()) is None
 
 
+def test_no_import_cycles_in_bench():
+    assert find_cycle(bench_graph()) is None
+
+
+def test_the_check_finds_a_cycle_in_bench_when_one_is_added():
+    graph = bench_graph()
+    assert "flight_workload" in graph["bench_map"] and "flight_workload" in graph["bench_latency"]
+    graph["flight_workload"] = graph["flight_workload"] | {"bench_latency"}
+    cycle = find_cycle(graph)
+    assert cycle is not None and "bench_latency" in cycle and "flight_workload" in cycle
+
+
 def test_layers_point_one_way():
     wrong = sorted(f"{m} ({layer(m)}) imports {d} ({layer(d)})"
                    for m, deps in import_graph().items() for d in deps
@@ -153,13 +166,13 @@ def test_the_check_finds_a_cycle_when_one_is_added():
     assert cycle is not None and "streamlets.runtime.runner" in cycle and "streamlets.state.restore" in cycle
 
 
-def test_the_parser_counts_imports_inside_functions(tmp_path):
+def test_the_parser_counts_type_only_imports_and_imports_inside_functions(tmp_path):
     pkg = tmp_path / "streamlets" / "runtime"
     pkg.mkdir(parents=True)
     (pkg / "x.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..state import y\n"
                               "def f():\n    from ..state.restore import check_restore\n")
     deps = _imports("streamlets.runtime.x", pkg / "x.py", {"streamlets.state", "streamlets.state.restore", "streamlets.state.y"})
-    assert deps == {"streamlets.state.restore"}
+    assert deps == {"streamlets.state.y", "streamlets.state.restore"}
 
 
 @pytest.mark.parametrize("command", ["verify", "graph"])

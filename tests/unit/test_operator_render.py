@@ -337,7 +337,8 @@ def test_spark_applications_match_the_spark_operator_crd(built, kube_env):
     """Every rendered SparkApplication against the Spark Operator v2.5.1 CRD's schema, objects
     closed (a field the CRD does not declare would be pruned by the API server)."""
     import jsonschema
-    from test_build import to_json_schema
+
+    from support.crd_schema import to_json_schema
 
     assert kube_env["spark_operator_version"] == "v2.5.1"
     crd_doc = yaml.safe_load(Path(kube_env["spark_application_crd"]).read_text())

@@ -29,6 +29,7 @@ from blueprint.ops.view import application_page
 from blueprint.sandbox.ops import SandboxBackend
 from streamlets.state.savepoint import (MANIFEST, SavepointManifest, batch_ids, dispose_savepoint, list_savepoints,
                                         prune_savepoints, resolve_savepoint)
+from support.profiles import examples
 
 APP, STREAMLET = "numbers", "multiply"
 JSON_SCALARS = st.none() | st.booleans() | st.integers() | st.text(max_size=8)
@@ -76,7 +77,7 @@ def served(tmp_path_factory):
     server.stop()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(manifests=st.lists(model_strategy(SavepointManifest), min_size=1, max_size=3))
 def test_every_reader_accepts_every_manifest_the_model_allows(served, manifests):
     root, backend, url = served

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from blueprint.sandbox.localconfig import LocalConfigError, load_settings, parse_override
+from blueprint.configcheck import key_value
+from blueprint.sandbox.localconfig import LocalConfigError, load_settings
 
 NAMES = ["stats", "ingress"]
 
@@ -115,7 +116,7 @@ def test_bad_overrides(override, words):
 
 
 def test_parse_override():
-    assert parse_override(" a.b = c d ") == ("a.b", "c d")
+    assert key_value(" a.b = c d ") == ("a.b", "c d")
 
 
 def test_a_deploy_config_runs_in_the_sandbox(tmp_path):

@@ -9,8 +9,8 @@ from blueprint.errors import BlueprintError
 from streamlets.errors import StreamletError
 from streamlets.runtime.control import RESULT_SCHEMA, ControlResult, _decode, _encode
 from streamlets.state.errors import StateError
-from streamlets.state.export import MANIFEST as EXPORT_MANIFEST
-from streamlets.state.export import ExportManifest, StateExportError, _export_entry
+from streamlets.state.export_files import MANIFEST as EXPORT_MANIFEST
+from streamlets.state.export_files import ExportManifest, StateExportError, manifest_entry
 from streamlets.state.repartition import RepartitionError
 from streamlets.state.savepoint import MANIFEST, SavepointError, SavepointManifest, read_manifest, read_savepoint
 
@@ -63,14 +63,14 @@ def test_export_manifest_round_trips_with_the_schema_key(tmp_path):
     assert manifest.operators[0].spark_schema == {"type": "struct", "fields": []}
     assert json.dumps(manifest.as_dict(), indent=2) == json.dumps(EXPORT, indent=2)  # same keys, same order
     (tmp_path / EXPORT_MANIFEST).write_text(json.dumps(EXPORT))
-    root, fmt, entry = _export_entry(tmp_path, 0, None)
+    root, fmt, entry = manifest_entry(tmp_path, 0, None)
     assert (root, fmt, entry) == (tmp_path.resolve(), "jsonl", EXPORT["operators"][0])
 
 
 def test_a_broken_export_manifest_is_a_state_export_error(tmp_path):
     (tmp_path / EXPORT_MANIFEST).write_text(json.dumps({**EXPORT, "operators": [{"operator_id": 0}]}))
     with pytest.raises(StateExportError, match=r"operators.0.store_name: Field required"):
-        _export_entry(tmp_path, 0, None)
+        manifest_entry(tmp_path, 0, None)
 
 
 def test_control_result_is_the_avro_record():

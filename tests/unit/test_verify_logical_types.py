@@ -190,13 +190,15 @@ def test_read_write_once_pod_is_an_access_mode():
 
 
 def test_a_read_write_once_pod_claim_is_mounted_in_the_driver_only():
+    from blueprint.deploy.spec import StreamletSpec
     from streamlets_operator import render
 
     streamlet = {"name": "store", "volumeMounts": {"data": "store-claim", "shared": "shared-claim"},
                  "descriptor": {"volume_mounts": [
                      {"name": "data", "path": "/mnt/data", "access_mode": "ReadWriteOncePod"},
                      {"name": "shared", "path": "/mnt/shared", "access_mode": "ReadWriteMany"}]}}
-    volumes, driver, executor = render._volumes("app", {}, streamlet)
+    volumes, driver, executor = render._volumes("app", "app-checkpoints", StreamletSpec.model_validate(
+        {**streamlet, "className": "store.Store"}))
     assert {"name": "mount-0", "persistentVolumeClaim": {"claimName": "store-claim", "readOnly": False}} in volumes
     assert {"name": "mount-0", "mountPath": "/mnt/data", "readOnly": False} in driver
     assert all(m["name"] != "mount-0" for m in executor)
@@ -279,11 +281,12 @@ def test_a_module_far_from_any_keeps_the_folder_hint(accapp):
 
 
 def test_one_suggestion_helper_for_ports_keys_and_classes():
+    import blueprint.classes
     import blueprint.loader
     import blueprint.verify
     from blueprint import problems
 
-    for module in (blueprint.loader, blueprint.verify):
+    for module in (blueprint.loader, blueprint.classes, blueprint.verify):
         source = open(module.__file__).read()
         assert "difflib" not in source and "suggest(" in source
     assert problems.suggest("Ingres", ["Ingress", "Egress"], "classes") == "did you mean 'Ingress' or 'Egress'?"

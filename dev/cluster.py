@@ -1708,7 +1708,7 @@ def _oom_score_adj() -> int:
 
 
 def _containers_conf() -> str:
-    return os.environ.get("CONTAINERS_CONF") or str(pathlib.Path(__file__).resolve().parents[2] / "dev" / "containers.conf")
+    return os.environ.get("CONTAINERS_CONF") or str(pathlib.Path(__file__).resolve().parent / "containers.conf")
 
 
 def _podman_env() -> dict:

@@ -7,14 +7,11 @@ Needs dev/k8s-env (kube-apiserver, etcd, the Spark Operator CRD); skipped withou
 
 from pathlib import Path
 
-import pytest
 import yaml
 from typer.testing import CliRunner
 
 from blueprint.cli import app
 from streamlets_operator import render
-
-pytestmark = [pytest.mark.integration, pytest.mark.k8s]
 
 ROOT = Path(__file__).resolve().parents[2]
 

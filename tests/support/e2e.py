@@ -1,11 +1,11 @@
-"""What the e2e tests share: names, waiting, helm, and what a failure shows (tests/e2e)."""
+"""What the e2e tests share: names, helm, and what a failure shows (tests/e2e). Their polls
+(support.waiting.wait_until) retry on POLL_ERRORS: a poll may fail while things start."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import time
 import tomllib
 from pathlib import Path
 
@@ -13,6 +13,8 @@ REPO = Path(__file__).resolve().parents[2]
 APPS = "apps"  # the namespace of the applications
 OPERATOR_NS = "streamlets-system"
 SPARK_OPERATOR_NS = "spark-operator"
+POLL_INTERVAL = 3.0  # seconds between polls of the cluster, unless a wait says otherwise
+POLL_ERRORS = (Exception,)  # what a poll of the cluster may raise while things start: "not yet"
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 
 
@@ -23,26 +25,6 @@ def images() -> dict[str, str]:
     return {"app": f"localhost/streamlets/flight-delays:{VERSION}",
             "operator": f"localhost/streamlets/operator:{VERSION}",
             "spark-operator": f"localhost/streamlets/spark-operator:{env['spark_operator_version']}"}
-
-
-def wait_until(what: str, predicate, timeout: float, interval: float = 3.0, on_timeout=None):
-    """Poll `predicate()` until it returns a truthy value (returned). AssertionError naming `what`
-    after `timeout` seconds, with `on_timeout()`'s text (pod states, logs) appended."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while True:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except Exception as e:  # a poll may fail while things start
-            last_error = e
-        if time.monotonic() > deadline:
-            break
-        time.sleep(interval)
-    detail = on_timeout() if on_timeout else ""
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}"
-                         f"{f' (last error: {last_error!r})' if last_error else ''}\n{detail}")
 
 
 def helm(cluster, *args: str, timeout: float = 600) -> str:

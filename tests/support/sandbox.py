@@ -7,8 +7,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 NUMBERS = REPO / "tests" / "integration" / "apps" / "numbers"
@@ -62,15 +63,6 @@ def processes_mentioning(text: str) -> list[int]:
             if text in cmd and "Z" not in state.split()[1:2]:
                 pids.append(int(d.name))
     return pids
-
-
-def wait_until(predicate, timeout: float, interval: float = 0.5, what: str = "condition") -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def wait_for_ui(proc: subprocess.Popen, state: Path, log: Path, timeout: float = 300) -> str:

@@ -14,8 +14,6 @@ from typer.testing import CliRunner
 
 from blueprint.cli import app
 
-pytestmark = [pytest.mark.integration, pytest.mark.k8s]
-
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "streamlets-operator"
 NAMESPACE = "apps"
