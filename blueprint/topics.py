@@ -1,34 +1,29 @@
 """An application's Kafka topics, computed in one place for the sandbox and `blueprint build`.
 
-Names: a blueprint topic's Kafka name is `Topic.kafka_name(app_id)` (blueprint.model); the
-dead-letter topic is `<app>.dead-letters`; the control stream's are `<app>.control` and
-`<app>.control-results` (streamlets.runtime.control, one partition each: commands stay in order);
-exactly-once outlets' batch ledger is `<app>.outlet-batches` (streamlets.runtime.exactly_once, one partition).
+Names: a blueprint topic's Kafka name is `Topic.kafka_name(app_id)` (blueprint.model); the system
+topics' (dead letters, the control stream's two, exactly-once outlets' batch ledger) are
+streamlets.runtime.system_topics'.
 """
 
 from __future__ import annotations
 
 from streamlets.logical_types import mismatches as logical_mismatches
-from streamlets.runtime.control import control_topic, results_topic
-from streamlets.runtime.exactly_once import LEDGER_CONFIG, ledger_topic
+from streamlets.runtime import system_topics
 
 from .model import Blueprint
 
 
 def dead_letter_topic(bp: Blueprint) -> str:
-    """The application's dead-letter topic: `<app>.dead-letters`."""
-    return f"{bp.app_id}.dead-letters"
+    """The application's dead-letter topic: `<app>.dead-letters` (streamlets.runtime.system_topics)."""
+    return system_topics.dead_letter_topic(bp.app_id)
 
 
 def application_topics(bp: Blueprint) -> list[tuple[str, int, dict[str, str]]]:
     """Every topic the application needs, as (Kafka name, partitions, topic config): the
-    blueprint's topics, the dead-letter topic and the control stream's two topics (one
-    partition each)."""
+    blueprint's topics, then the system topics (streamlets.runtime.system_topics; one partition
+    each in the sandbox)."""
     topics = [(t.kafka_name(bp.app_id), t.partitions, dict(t.config)) for t in bp.topics.values()]
-    topics.append((dead_letter_topic(bp), 1, {}))
-    topics += [(control_topic(bp.app_id), 1, {}), (results_topic(bp.app_id), 1, {})]
-    topics.append((ledger_topic(bp.app_id), 1, dict(LEDGER_CONFIG)))  # exactly-once outlets' batch ledger (compacted)
-    return topics
+    return topics + [(t.name, t.partitions or 1, dict(t.config)) for t in system_topics.system_topics(bp.app_id)]
 
 
 def topic_bindings(bp: Blueprint, name: str, classes: dict[str, type]) -> tuple[dict[str, str], dict[str, dict]]:

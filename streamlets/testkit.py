@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from . import state  # noqa: F401  (registers the imported-state reader with the runtime)
 from .errors import StreamletRunError
 from .runtime.failures import user_exception
+from .runtime.layout import StateLayout
 from .runtime.runconfig import StreamletRunConfig
 from .runtime.runner import StreamletRuntime
 from .runtime.transport import FileTransport
@@ -90,8 +91,8 @@ def run_streamlet(
     """
     spark = spark or spark_session()
     batches = [inputs] if isinstance(inputs, Mapping) else list(inputs)
-    root = Path(workdir or tempfile.mkdtemp(prefix="streamlets-testkit-"))
-    transport = FileTransport(root / "topics")
+    layout = StateLayout(str(workdir or tempfile.mkdtemp(prefix="streamlets-testkit-")))
+    transport = FileTransport(layout.topics)
     shape = streamlet.shape()
     for batch in batches:
         unknown = set(batch) - {p.name for p in shape.inlets}
@@ -113,7 +114,7 @@ def run_streamlet(
         topics={p.name: p.name for p in (*shape.inlets, *shape.outlets)},
         config_parameters=dict(config or {}),
         volume_mounts=dict(volume_mounts or {}),
-        checkpoint_root=str(root / "checkpoints"),
+        checkpoint_root=layout.checkpoints(),  # the one streamlet's
         available_now=True,
     )
     runtime = StreamletRuntime(spark, run.app_id, None, transport)

@@ -1,9 +1,9 @@
 """`blueprint savepoint take|list|inspect|dispose` and `blueprint state export` for the sandbox.
 
 A sandbox application keeps its checkpoints in `<state dir>/checkpoints/<app>/<streamlet>/<query>`
-(state dir: `--state-dir`, default `.streamlets/<app id>`); its savepoints go to
-`<state dir>/savepoints` unless `--savepoints` names another folder or a Hadoop URI (s3a://,
-abfss://...). Everything here works while the application runs: savepoints copy only committed
+(state dir: `--state-dir`, default `.streamlets/<app id>`; the layout: streamlets.runtime.layout);
+its savepoints go to `<state dir>/savepoints` unless `--savepoints` names another folder or a
+Hadoop URI (s3a://, abfss://...). Everything here works while the application runs: savepoints copy only committed
 micro-batches and Spark's state data source only reads. Commands that change a state folder respect its
 owner: `state repartition` of a checkpoint in a state folder that a sandbox (or another command)
 holds is refused with one line naming it (blueprint.sandbox.statelock); `savepoint take` holds
@@ -25,6 +25,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from streamlets.runtime.layout import StateLayout
+
 from ..configcheck import key_value
 from .errors import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, CliError, command_app, fail, guard  # noqa: F401
 
@@ -33,8 +35,9 @@ state_app = command_app(help="The state of a checkpoint or savepoint: export it 
                         "or repartition a stopped query's checkpoint.")
 
 
-def default_state_dir(app_id: str) -> Path:
-    return (Path.cwd() / ".streamlets" / app_id).resolve()
+def state_layout(state_dir: Path | None, app_id: str) -> StateLayout:
+    """The state folder `state_dir` (absolute), else the application's default one."""
+    return StateLayout(str(state_dir.resolve())) if state_dir else StateLayout.sandbox_default(app_id)
 
 
 def blueprint_and_classes(file: Path):
@@ -58,7 +61,7 @@ def sandbox_bootstrap(bp, state_dir: Path | None, kafka: str | None) -> str:
     `<state dir>/sandbox.json`); fail with one line saying how to start or name it."""
     if kafka is not None:
         return kafka
-    info = (state_dir or default_state_dir(bp.app_id)).resolve() / "sandbox.json"
+    info = Path(state_layout(state_dir, bp.app_id).sandbox_info)
     if not info.is_file():
         fail(f"no running sandbox of {bp.app_id!r} ({info} is missing): start it with `blueprint run`, "
              "or give --kafka or --state-dir")
@@ -122,22 +125,23 @@ def take(
     from streamlets.runtime.storage import LocalStorage
 
     bp, classes = blueprint_and_classes(file)
-    state = (state_dir or default_state_dir(bp.app_id)).resolve()
-    root = savepoints or str(state / "savepoints")
+    layout = state_layout(state_dir, bp.app_id)
+    state = Path(layout.root)
+    root = savepoints or layout.savepoints
     unknown = sorted(set(streamlets or []) - set(bp.streamlets))
     if unknown:
         fail(f"{file} has no streamlet {', '.join(map(repr, unknown))} (it has {', '.join(bp.streamlets)})", EXIT_USAGE)
 
     def body():
         names = streamlets or [n for n in bp.streamlets
-                               if query_folders(LocalStorage(), str(state / "checkpoints" / bp.app_id / n))]
+                               if query_folders(LocalStorage(), layout.checkpoints(bp.app_id, n))]
         if not names:
-            fail(f"no checkpoints under {state / 'checkpoints' / bp.app_id}: run the application first "
+            fail(f"no checkpoints under {layout.checkpoints(bp.app_id)}: run the application first "
                  "(`blueprint run`), or give --state-dir")
         table = Table("savepoint", "streamlet", "batch ids", "path", box=None)
         for name in names:
             with _state_lock(state, "blueprint savepoint take", shared_with_a_run=True):
-                sp = take_savepoint(str(state / "checkpoints" / bp.app_id / name), root, app_id=bp.app_id, streamlet=name,
+                sp = take_savepoint(layout.checkpoints(bp.app_id, name), root, app_id=bp.app_id, streamlet=name,
                                     cls=classes[name], reason=reason)
             table.add_row(sp["id"], name, batch_ids_text(batch_ids(sp)), sp["path"])
         Console().print(table)
@@ -168,7 +172,7 @@ def list_(
     if savepoints is None:
         if app_id is None and state_dir is None:
             fail("give a blueprint file, --state-dir or --savepoints", EXIT_USAGE)
-        savepoints = str(((state_dir or default_state_dir(app_id)).resolve()) / "savepoints")
+        savepoints = state_layout(state_dir, app_id or "").savepoints
 
     def body():
         found = list_savepoints(savepoints, app_id, streamlet)
@@ -285,6 +289,7 @@ def control(
 ) -> None:
     """Send a command on the application's control stream and print each streamlet's result."""
     from streamlets.runtime.control import COMMANDS, Command, await_results, results_consumer, send_command
+    from streamlets.runtime.system_topics import control_topic
 
     from ..loader import BlueprintLoadError, load_blueprint
 
@@ -311,7 +316,7 @@ def control(
         if custom:  # answered, if at all, by the streamlet's own outlets
             cmd = Command.custom(command, streamlet, parsed)
             send_command(kafka, bp.app_id, cmd)
-            print(f"sent custom command {command!r} (id {cmd.id}) to {bp.app_id}.control")
+            print(f"sent custom command {command!r} (id {cmd.id}) to {control_topic(bp.app_id)}")
             return
         cmd = Command(command, streamlet, parsed)
         consumer = results_consumer(kafka, bp.app_id)

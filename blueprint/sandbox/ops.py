@@ -20,6 +20,7 @@ from blueprint.ops.model import (ApplicationSummary, ApplicationView, CommandReq
                                  SavepointView, StreamletView, TopicView, Verb)
 from blueprint.model import Blueprint
 from blueprint.topics import dead_letter_topic
+from streamlets.runtime.layout import StateLayout
 from streamlets.streamlet import Streamlet
 
 if TYPE_CHECKING:
@@ -170,7 +171,7 @@ class SandboxBackend:
         from streamlets.state.savepoint import batch_ids, list_savepoints
 
         self._check(namespace, name)
-        root = self.sandbox.options.savepoints or str(self.sandbox.state_dir / "savepoints")
+        root = self.sandbox.options.savepoints or StateLayout(str(self.sandbox.state_dir)).savepoints
         try:
             found = list_savepoints(root, self.sandbox.bp.app_id)
         except OSError:

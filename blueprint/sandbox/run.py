@@ -6,11 +6,9 @@ shared SparkContext, so the Kafka and Avro jars load once and a laptop's cores a
 between streamlets instead of split between several JVMs. A cluster runs each streamlet in a
 driver of its own, through the same runner code.
 
-State lives under the state folder (default `.streamlets/<app id>` in the current folder):
-    kafka/                 the embedded broker's data: topics survive a restart
-    checkpoints/<app>/<streamlet>/<query>
-    volumes/<streamlet>/<mount>   volume mounts not mapped in the run config
-    logs/<streamlet>.log, logs/spark.log, logs/sandbox.log
+State lives under the state folder (default `.streamlets/<app id>` in the current folder), laid
+out as streamlets.runtime.layout says: the embedded broker's data (topics survive a restart),
+checkpoints, savepoints, dumps, volume mounts not mapped in the run config, and logs.
 A second run on the same folder resumes every query from its checkpoint.
 """
 
@@ -33,6 +31,7 @@ from blueprint.model import Blueprint
 from blueprint.topics import application_topics, dead_letter_topic, topic_bindings
 from streamlets.config import StreamletConfig
 from streamlets.errors import StreamletError
+from streamlets.runtime.layout import StateLayout
 from streamlets.runtime.runconfig import StreamletRunConfig
 from streamlets.runtime.runner import start_control_listener
 
@@ -77,8 +76,10 @@ class SandboxError(BlueprintError):
 
 def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings: StreamletSettings, *, bootstrap: str,
                    state_dir: Path, trigger: str | None) -> StreamletRunConfig:
-    """The run config of one streamlet instance in the sandbox; checks its config and mounts."""
+    """The run config of one streamlet instance in the sandbox, its state in `state_dir`
+    (streamlets.runtime.layout); checks its config and mounts."""
     cls = classes[name]
+    state = StateLayout(str(state_dir))
     topics, writers = topic_bindings(bp, name, classes)
     try:
         StreamletConfig(name, cls.config_parameters(), settings.config_parameters)
@@ -89,7 +90,7 @@ def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings:
     if unknown:
         raise SandboxError(f"streamlet {name!r} declares no volume mount(s) {', '.join(unknown)} "
                            f"(declared: {', '.join(sorted(declared)) or 'none'})")
-    mounts = {m: settings.volume_mounts.get(m) or str(state_dir / "volumes" / name / m) for m in declared}
+    mounts = {m: settings.volume_mounts.get(m) or state.volume(name, m) for m in declared}
     read_only = {m.name for m in cls.volume_mounts() if m.access_mode == "ReadOnlyMany"}
     for mount, folder in mounts.items():
         if mount not in read_only:
@@ -110,9 +111,9 @@ def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings:
         bootstrap_servers=bootstrap,
         config_parameters=settings.config_parameters,
         volume_mounts=mounts,
-        checkpoint_root=str(state_dir / "checkpoints" / bp.app_id / name),
-        savepoint_root=str(state_dir / "savepoints"),
-        state_dump_root=str(state_dir / "dumps"),
+        checkpoint_root=state.checkpoints(bp.app_id, name),
+        savepoint_root=state.savepoints,
+        state_dump_root=state.dumps,
         dead_letter_topic=dead_letter_topic(bp),
         trigger_interval=trigger,
         spark_conf=settings.spark,
@@ -147,7 +148,9 @@ class Sandbox:
         # Piped: tables 140 columns wide, and each progress line one line however long (soft wrap).
         terminal = Console().is_terminal
         self.console = console or Console(width=None if terminal else 140, soft_wrap=not terminal)
-        self.state_dir = (options.state_dir or Path.cwd() / ".streamlets" / bp.app_id).resolve()
+        self.state_dir = (Path(options.state_dir).resolve() if options.state_dir
+                          else Path(StateLayout.sandbox_default(bp.app_id).root))
+        self.layout = StateLayout(str(self.state_dir))  # where everything goes in it
         self.lock = StateLock(self.state_dir, "blueprint run")  # one owner per state folder
         self.stop_requested = threading.Event()
         self.broker = None
@@ -166,15 +169,14 @@ class Sandbox:
     # --- set-up ---------------------------------------------------------------------------
 
     def _logging(self) -> None:
-        logs = self.state_dir / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
+        Path(self.layout.logs).mkdir(parents=True, exist_ok=True)
         fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s")
         root = logging.getLogger("streamlets")
         root.setLevel(logging.INFO)
         root.propagate = False
         for h in list(root.handlers):
             root.removeHandler(h)
-        sandbox = logging.FileHandler(logs / "sandbox.log")
+        sandbox = logging.FileHandler(self.layout.log("sandbox"))
         sandbox.setFormatter(fmt)
         root.addHandler(sandbox)
         # py4j logs a Python callback's exception (a foreachBatch function failing while the run
@@ -189,7 +191,7 @@ class Sandbox:
             lg = logging.getLogger(f"streamlets.{name}")
             for h in list(lg.handlers):
                 lg.removeHandler(h)
-            h = logging.FileHandler(logs / f"{name}.log")
+            h = logging.FileHandler(self.layout.log(name))
             h.setFormatter(fmt)
             lg.addHandler(h)
 
@@ -205,15 +207,15 @@ class Sandbox:
         from .kafka_broker import KafkaBroker, create_topics
 
         if not self.options.kafka:
-            self.console.print(f"starting Kafka broker (state in {self.state_dir / 'kafka'})")
-        self.console.print(f"starting Spark (log in {self.state_dir / 'logs' / 'spark.log'})")
+            self.console.print(f"starting Kafka broker (state in {self.layout.kafka})")
+        self.console.print(f"starting Spark (log in {self.layout.log('spark')})")
         with ThreadPoolExecutor(1, thread_name_prefix="spark-start") as pool:
             spark = pool.submit(self._start_spark)  # prints nothing: its JVM's start redirects fds 1 and 2
             try:
                 if self.options.kafka:
                     bootstrap = self.options.kafka
                 else:
-                    self.broker = KafkaBroker(self.state_dir / "kafka").start()
+                    self.broker = KafkaBroker(Path(self.layout.kafka)).start()
                     bootstrap = self.broker.bootstrap_servers
                 create_topics(bootstrap, application_topics(self.bp))
             except BaseException:
@@ -230,9 +232,9 @@ class Sandbox:
 
         from .spark_logging import jvm_output_to, log4j_conf
 
-        logs = self.state_dir / "logs"
-        conf = log4j_conf(logs)
-        with jvm_output_to(logs / "spark.log"):
+        log_file = Path(self.layout.log("spark"))
+        conf = log4j_conf(log_file)
+        with jvm_output_to(log_file):
             return build_spark_session(f"sandbox-{self.bp.app_id}", conf, master=self.options.master)
 
     # --- run ------------------------------------------------------------------------------
@@ -293,7 +295,7 @@ class Sandbox:
             self._watcher = TopicWatcher(bootstrap)
             runs = [run.model_copy(update={"bootstrap_servers": bootstrap}) for run in runs]
             self._restore(runs)
-            self._repartition(runs)
+            runs = self._repartition(runs)
             for run in runs:
                 self.console.print(f"starting streamlet [bold]{run.streamlet}[/] ({run.class_name})")
                 try:
@@ -306,9 +308,9 @@ class Sandbox:
 
             self.supervisor = Supervisor(self, max_restarts=self.options.max_restarts, backoff=self.options.restart_backoff)
             # `blueprint control` and `savepoint` find the running application's broker here
-            (self.state_dir / "sandbox.json").write_text(json.dumps({"app_id": self.bp.app_id, "bootstrap_servers": bootstrap,
-                                                                     "pid": os.getpid(),
-                                                                     "ui": self.ops_server.url if self.ops_server else None}))
+            Path(self.layout.sandbox_info).write_text(json.dumps({"app_id": self.bp.app_id, "bootstrap_servers": bootstrap,
+                                                                  "pid": os.getpid(),
+                                                                  "ui": self.ops_server.url if self.ops_server else None}))
             return self._watch()
         finally:
             self._shutdown()
@@ -349,7 +351,7 @@ class Sandbox:
         by_name = {r.streamlet: r for r in runs}
         for name, ref in self.options.restores.items():
             try:
-                sp = resolve_savepoint(ref, self.options.savepoints or str(self.state_dir / "savepoints"))
+                sp = resolve_savepoint(ref, self.options.savepoints or self.layout.savepoints)
             except SavepointError as e:
                 raise SandboxError(str(e)) from None
             batches = batch_ids_text(batch_ids(sp))
@@ -367,22 +369,26 @@ class Sandbox:
             self.console.print(f"restored [bold]{name}[/] from {sp['path']}" + (" as a branch (new query ids)" if branch else "")
                                + (f"; its previous checkpoints are in {moved}" if moved else ""))
 
-    def _repartition(self, runs: list[StreamletRunConfig]) -> None:
+    def _repartition(self, runs: list[StreamletRunConfig]) -> list[StreamletRunConfig]:
         """Give streamlets' checkpoints another number of state partitions (`--state-partitions`),
-        after any restore (streamlets.state.repartition); SandboxError if one cannot be repartitioned."""
+        after any restore (streamlets.state.repartition); SandboxError if one cannot be repartitioned.
+        Returns the runs, a repartitioned streamlet's with spark.sql.shuffle.partitions set to the
+        new number (a fresh query pins the same number)."""
         from streamlets.state.repartition import RepartitionError, repartition_streamlet
 
+        out = []
         for run in runs:
             partitions = self.options.state_partitions.get(run.streamlet)
-            if partitions is None:
-                continue
-            run.spark_conf["spark.sql.shuffle.partitions"] = str(partitions)  # a fresh query pins the same number
-            try:
-                done = repartition_streamlet(self.spark, run.model_copy(update={"state_partitions": partitions}))
-            except (RepartitionError, OSError) as e:
-                raise SandboxError(f"cannot repartition the state of {run.streamlet!r}: {e}") from None
-            for line in done:
-                self.console.print(f"repartitioned [bold]{run.streamlet}[/] {line}")
+            if partitions is not None:
+                run = run.model_copy(update={"spark_conf": {**run.spark_conf, "spark.sql.shuffle.partitions": str(partitions)}})
+                try:
+                    done = repartition_streamlet(self.spark, run.model_copy(update={"state_partitions": partitions}))
+                except (RepartitionError, OSError) as e:
+                    raise SandboxError(f"cannot repartition the state of {run.streamlet!r}: {e}") from None
+                for line in done:
+                    self.console.print(f"repartitioned [bold]{run.streamlet}[/] {line}")
+            out.append(run)
+        return out
 
     def _topic_rows(self) -> list[TopicRow]:
         now = time.time()
@@ -490,7 +496,7 @@ class Sandbox:
             self._ops_backend.stop()
         if self._listener is not None:
             self._listener.stop()
-        (self.state_dir / "sandbox.json").unlink(missing_ok=True)
+        Path(self.layout.sandbox_info).unlink(missing_ok=True)
         if self.runtime is not None:
             self.console.print("stopping queries")
             self.runtime.stop()

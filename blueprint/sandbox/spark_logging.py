@@ -25,15 +25,16 @@ logger.kafkaclients.level = ERROR
 """
 
 
-def log4j_conf(log_dir: Path) -> dict[str, str]:
-    """Spark settings sending the driver JVM's log4j2 output to `<log_dir>/spark.log`.
+def log4j_conf(log_file: Path) -> dict[str, str]:
+    """Spark settings sending the driver JVM's log4j2 output to `log_file` (the sandbox's
+    `logs/spark.log`, streamlets.runtime.layout), with the log4j2 config file beside it.
 
     PySpark passes them to spark-submit when it launches the JVM, so the driver's
     `spark.driver.extraJavaOptions` take effect.
     """
-    log_dir.mkdir(parents=True, exist_ok=True)
-    conf = log_dir / "log4j2.properties"
-    conf.write_text(LOG4J2.format(log=log_dir / "spark.log"))
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    conf = log_file.parent / "log4j2.properties"
+    conf.write_text(LOG4J2.format(log=log_file))
     return {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{conf}"}
 
 

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-LOCK_FILE = "sandbox.lock"
+from streamlets.runtime.layout import LOCK_FILE  # the file's name (the state folder's layout)
 
 
 class StateFolderBusy(Exception):

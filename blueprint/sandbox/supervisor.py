@@ -17,7 +17,6 @@ import logging
 import signal
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from streamlets.runtime.failures import user_exception
 
@@ -140,7 +139,7 @@ class Supervisor:
                 continue
             self._errors[streamlet] = (name, error)
             n = self._tries.setdefault(streamlet, Tries()).add(now, self.window)
-            logfile = Path(self.sandbox.state_dir) / "logs" / f"{streamlet}.log"
+            logfile = self.sandbox.layout.log(streamlet)
             log.error("query %s failed: %s", name, error)
             if n > self.max_restarts:
                 return self._fail(f"error: query {name} failed (restarted {n - 1} times; log: {logfile}): "

@@ -32,6 +32,7 @@ from blueprint.ops.figures import RateTracker, Sample, fill, parse_text
 from blueprint.ops.model import (ApplicationSummary, ApplicationView, CommandRequest, CommandResultView, DeadLetterView,
                                  SavepointView, StreamletView, TopicView, Verb)
 from streamlets.runtime.runconfig import METRICS_PATH, METRICS_PORT, METRICS_PORT_NAME, port_setting
+from streamlets.runtime.system_topics import dead_letter_topic
 
 from . import commands, kube, metrics, render
 
@@ -83,6 +84,12 @@ def _api_message(e: Exception) -> str:
         return json.loads(e.body).get("message") or str(e.reason)  # type: ignore[attr-defined]
     except Exception:
         return str(getattr(e, "reason", e))
+
+
+def _dead_letter_topic(spec: dict[str, Any], name: str) -> str:
+    """An application's dead-letter topic: spec.deadLetterTopic, else the system topic of its app
+    id (spec.appId, else the resource's name `name`; streamlets.runtime.system_topics)."""
+    return spec.get("deadLetterTopic") or dead_letter_topic(spec.get("appId") or name)
 
 
 class OperatorBackend:
@@ -223,7 +230,6 @@ class OperatorBackend:
 
     def _view(self, item: dict[str, Any]) -> ApplicationView:
         spec, st = item.get("spec") or {}, item.get("status") or {}
-        app_id = spec.get("appId") or item["metadata"]["name"]
         states = st.get("streamlets") or {}
         streamlets = []
         for s in spec.get("streamlets") or []:
@@ -238,7 +244,7 @@ class OperatorBackend:
         topics = [TopicView(id=t.get("id") or t["name"], name=t["name"], producers=list(t.get("producers") or []),
                             consumers=list(t.get("consumers") or [])) for t in spec.get("topics") or []]
         return ApplicationView(**self._summary(item).model_dump(), streamlets=streamlets, topics=topics,
-                               dead_letter_topic=spec.get("deadLetterTopic") or f"{app_id}.dead-letters")
+                               dead_letter_topic=_dead_letter_topic(spec, item["metadata"]["name"]))
 
     def _scrape(self, item: dict[str, Any], view: ApplicationView) -> list[Sample]:
         """Every streamlet driver's samples (its pod's IP, its `metrics` port); a streamlet whose
@@ -291,8 +297,7 @@ class OperatorBackend:
         bootstrap = (spec.get("kafka") or {}).get("bootstrapServers") or os.environ.get("STREAMLETS_KAFKA_BOOTSTRAP_SERVERS")
         if not bootstrap:
             return []
-        topic = spec.get("deadLetterTopic") or f"{spec.get('appId') or name}.dead-letters"
-        return recent_dead_letters(bootstrap, topic, limit)
+        return recent_dead_letters(bootstrap, _dead_letter_topic(spec, name), limit)
 
     def savepoints(self, namespace: str, name: str) -> list[SavepointView]:
         st = self._read(namespace, name).get("status") or {}

@@ -17,6 +17,7 @@ from typing import Any
 
 from streamlets import avro_limits
 from blueprint.deploy.crd import API_VERSION, GROUP, KIND, PLURAL, VERSION  # noqa: F401  (the CRD's one home)
+from streamlets.runtime.layout import StateLayout
 from streamlets.runtime.runconfig import METRICS_PORT, METRICS_PORT_NAME, StreamletRunConfig, scrape_annotations
 from streamlets.errors import StreamletError
 from blueprint.deploy.spec import ApplicationSpec, PodResources, SavepointsSpec, StorageSpec, StreamletSpec
@@ -37,6 +38,10 @@ MAIN_FILE = "local:///opt/streamlets/runner.py"
 CONFIG_DIR = "/etc/streamlets"
 CONFIG_KEY = "run.json"
 CHECKPOINT_DIR = "/checkpoints"
+# The checkpoint claim's folders (streamlets.runtime.layout): as mounted at CHECKPOINT_DIR, and
+# relative to the claim (volume subPaths).
+CLAIM_LAYOUT = StateLayout(CHECKPOINT_DIR, checkpoint_folder="")
+IN_CLAIM = StateLayout("", checkpoint_folder="")
 CHECKPOINT_VOLUME = "checkpoints"
 CONFIG_VOLUME = "streamlet-config"
 # Metrics (README, "Metrics on a cluster"). Spark's own, through its PrometheusServlet on the driver
@@ -139,7 +144,7 @@ def validate(spec: dict[str, Any] | ApplicationSpec) -> list[str]:
     topic_names = {t.name for t in topics}
     if app.dead_letter_topic:
         topic_names.add(app.dead_letter_topic)
-    from streamlets.runtime.control import control_topic  # a ControlInlet reads the control topic
+    from streamlets.runtime.system_topics import control_topic  # a ControlInlet reads the control topic
 
     topic_names.add(control_topic(app.app_id))
     for s in app.streamlets:
@@ -206,11 +211,11 @@ def run_config(spec: dict[str, Any] | ApplicationSpec, streamlet: dict[str, Any]
         bootstrap_servers=app.kafka.bootstrap_servers,
         config_parameters=dict(s.config_parameters or {}),
         volume_mounts={m["name"]: m["path"] for m in s.descriptor.get("volume_mounts") or []},
-        checkpoint_root=f"{CHECKPOINT_DIR}/{app.app_id}/{s.name}",
+        checkpoint_root=CLAIM_LAYOUT.checkpoints(app.app_id, s.name),
         dead_letter_topic=app.dead_letter_topic,
         spark_conf=dict(s.spark_conf or {}),
-        savepoint_root=savepoints.directory or f"{CHECKPOINT_DIR}/savepoints",
-        state_dump_root=f"{CHECKPOINT_DIR}/dumps",
+        savepoint_root=savepoints.directory or CLAIM_LAYOUT.savepoints,
+        state_dump_root=CLAIM_LAYOUT.dumps,
         savepoint_max_count=savepoints.max_count,
         savepoint_max_age_seconds=savepoints.max_age_seconds,
         restore_from=s.restore_from,
@@ -274,7 +279,7 @@ def _volumes(app: str, claim: str, streamlet: StreamletSpec) -> tuple[list[dict]
             (driver_only if m.get("access_mode") == "ReadWriteOncePod" else mounts).append(mount)
         else:
             mounts.append({"name": CHECKPOINT_VOLUME, "mountPath": m["path"],
-                           "subPath": f"volumes/{streamlet.name}/{m['name']}"})
+                           "subPath": IN_CLAIM.volume(streamlet.name, m["name"])})
     volumes.append({"name": CONFIG_VOLUME, "secret": {"secretName": secret_name(app, streamlet.name)}})
     driver_mounts = [*mounts, *driver_only, {"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR, "readOnly": True}]
     return volumes, driver_mounts, mounts

@@ -2,8 +2,9 @@
 
 Managed topics (the default) are created when missing, with the partitions and replication factor
 of the spec (else spec.kafka.topicDefaults, else the broker's defaults); unmanaged ones are only
-checked to exist. The dead-letter topic is managed. Topics are deleted only on request
-(spec.deleteTopicsOnDelete), never because a topic left the spec.
+checked to exist. The system topics (streamlets.runtime.system_topics: the dead-letter topic
+spec.deadLetterTopic, the control stream's, the batch ledger) are managed. Topics are deleted only
+on request (spec.deleteTopicsOnDelete), never because a topic left the spec.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 from streamlets.errors import StreamletError
+from streamlets.runtime.system_topics import DEAD_LETTERS, system_topics
 
 
 class TopicError(StreamletError, RuntimeError):
@@ -33,19 +35,14 @@ def desired_topics(spec: dict[str, Any]) -> list[Topic]:
     parts, repl = defaults.get("partitions", -1), defaults.get("replicationFactor", -1)
     out = [Topic(t["id"], t["name"], t.get("partitions", parts), t.get("replicationFactor", repl),
                  dict(t.get("config") or {}), t.get("managed", True)) for t in spec.get("topics") or []]
-    dead = spec.get("deadLetterTopic")
+    dead = spec.get("deadLetterTopic")  # the dead-letter topic is the one the spec names
     if dead and dead not in {t.name for t in out}:
-        out.append(Topic("dead-letters", dead, parts, repl, {}, True))
-    if spec.get("appId"):  # the control stream (streamlets.runtime.control): one partition keeps commands in order
-        from streamlets.runtime.control import control_topic, results_topic
-
-        for tid, name in (("control", control_topic(spec["appId"])), ("control-results", results_topic(spec["appId"]))):
-            if name not in {t.name for t in out}:
-                out.append(Topic(tid, name, 1, repl, {}, True))
-        from streamlets.runtime.exactly_once import LEDGER_CONFIG, ledger_topic  # exactly-once outlets' batch ledger
-
-        if ledger_topic(spec["appId"]) not in {t.name for t in out}:
-            out.append(Topic("outlet-batches", ledger_topic(spec["appId"]), 1, repl, dict(LEDGER_CONFIG), True))
+        out.append(Topic(DEAD_LETTERS, dead, parts, repl, {}, True))
+    if spec.get("appId"):  # the other system topics (the control stream's two, the batch ledger)
+        for st in system_topics(spec["appId"]):
+            if st.id != DEAD_LETTERS and st.name not in {t.name for t in out}:
+                out.append(Topic(st.id, st.name, parts if st.partitions is None else st.partitions, repl,
+                                 dict(st.config), True))
     return out
 
 

@@ -22,6 +22,12 @@ from ..errors import StreamletError
 from .storage import Storage, join
 
 
+# The files and folders of a query checkpoint (Spark's names).
+METADATA = "metadata"
+OFFSETS = "offsets"
+COMMITS = "commits"
+
+
 class CheckpointFormatError(StreamletError):
     """A path is not a Structured Streaming query checkpoint, or one of its log files cannot be
     read; the message names the path."""
@@ -32,7 +38,7 @@ def local_checkpoint(checkpoint: str | Path) -> Path:
     checkpointLocation). Raises CheckpointFormatError if it has no `metadata` file or no
     `offsets/` folder."""
     path = Path(checkpoint).expanduser().resolve()
-    if not (path / "metadata").is_file() or not (path / "offsets").is_dir():
+    if not (path / METADATA).is_file() or not (path / OFFSETS).is_dir():
         raise CheckpointFormatError(
             f"{path} is not a Structured Streaming checkpoint (no metadata file or offsets/ folder); "
             "pass the folder a query used as its checkpointLocation"
@@ -46,9 +52,19 @@ def batch_ids(storage: Storage, log_folder: str) -> list[int]:
     return sorted(int(n) for n in storage.children(log_folder) if n.isdigit())
 
 
+def offsets_file(checkpoint: str, batch: int) -> str:
+    """The path of batch N's offset-log entry, `<checkpoint>/offsets/N`."""
+    return join(checkpoint, OFFSETS, str(batch))
+
+
+def commit_file(checkpoint: str, batch: int) -> str:
+    """The path of batch N's commit-log entry, `<checkpoint>/commits/N`."""
+    return join(checkpoint, COMMITS, str(batch))
+
+
 def planned_batches(storage: Storage, checkpoint: str) -> list[int]:
     """Batch ids with an offsets file (`offsets/N`: planned, maybe not committed), ascending."""
-    return batch_ids(storage, join(checkpoint, "offsets"))
+    return batch_ids(storage, join(checkpoint, OFFSETS))
 
 
 def read_log(storage: Storage, path: str) -> tuple[list[str], dict[str, Any]]:
@@ -66,30 +82,36 @@ def query_folders(storage: Storage, checkpoint_root: str) -> list[str]:
     """Names of the query checkpoints under a streamlet's checkpoint root (folders with `metadata`;
     hidden ones, such as streamlets.state.repartition's work folders, are not queries)."""
     return [q for q in storage.children(checkpoint_root)
-            if not q.startswith(".") and storage.exists(join(checkpoint_root, q, "metadata"))]
+            if not q.startswith(".") and storage.exists(join(checkpoint_root, q, METADATA))]
 
 
 def committed_batches(storage: Storage, checkpoint: str) -> list[int]:
     """Batch ids with a commit file (`commits/N`), ascending."""
-    return batch_ids(storage, join(checkpoint, "commits"))
+    return batch_ids(storage, join(checkpoint, COMMITS))
 
 
 def commit_log(storage: Storage, checkpoint: str, batch: int) -> dict[str, Any]:
     """The JSON of `commits/N` (watermark, state unique ids). Raises CheckpointFormatError."""
-    return read_log(storage, join(checkpoint, "commits", str(batch)))[1]
+    return read_log(storage, commit_file(checkpoint, batch))[1]
 
 
 def offsets_log(storage: Storage, checkpoint: str, batch: int) -> tuple[list[str], dict[str, Any]]:
     """`offsets/N`: its lines (version, metadata JSON, one per source) and its metadata (the
     pinned session settings under `conf`). Raises CheckpointFormatError."""
-    return read_log(storage, join(checkpoint, "offsets", str(batch)))
+    return read_log(storage, offsets_file(checkpoint, batch))
+
+
+def offsets_text(storage: Storage, checkpoint: str, batch: int) -> str:
+    """`offsets/N` as written (what identifies the batch Spark planned: streamlets.runtime.exactly_once
+    fingerprints it). OSError if it cannot be read."""
+    return storage.read_text(offsets_file(checkpoint, batch))
 
 
 def query_id(storage: Storage, checkpoint: str) -> str | None:
     """The query's id: `metadata` is one JSON line written when the query first started,
     {"id": "<uuid>"}. None if the file is missing or unreadable."""
     try:
-        return json.loads(storage.read_text(join(checkpoint, "metadata"))).get("id")
+        return json.loads(storage.read_text(join(checkpoint, METADATA))).get("id")
     except (OSError, ValueError):
         return None
 
@@ -97,7 +119,7 @@ def query_id(storage: Storage, checkpoint: str) -> str | None:
 def pinned_conf(storage: Storage, checkpoint: str, batch: int) -> dict[str, str]:
     """The session settings Spark pinned in `offsets/N` (shuffle partitions = state partitions,
     state store provider, format versions): they override the session's on restart."""
-    lines = storage.read_text(join(checkpoint, "offsets", str(batch))).splitlines()
+    lines = offsets_text(storage, checkpoint, batch).splitlines()
     try:
         return dict(json.loads(lines[1]).get("conf") or {})
     except (IndexError, ValueError):
@@ -107,7 +129,7 @@ def pinned_conf(storage: Storage, checkpoint: str, batch: int) -> dict[str, str]
 def source_offsets(storage: Storage, checkpoint: str, batch: int) -> list[Any]:
     """The end offsets of each source in batch N (`offsets/N` after the version and metadata
     lines): for Kafka a {topic: {partition: offset}} mapping."""
-    lines = storage.read_text(join(checkpoint, "offsets", str(batch))).splitlines()[2:]
+    lines = offsets_text(storage, checkpoint, batch).splitlines()[2:]
     out = []
     for line in lines:
         try:

@@ -1,7 +1,7 @@
 """The control stream: commands to running streamlets on a Kafka topic, results on another.
 
 Per application, topic `<app>.control` carries Command records and `<app>.control-results`
-Result records (Avro, schemas below, keyed by the command id). Every process running streamlets
+Result records (names: streamlets.runtime.system_topics) (Avro, schemas below, keyed by the command id). Every process running streamlets
 has one ControlListener: it reads commands issued after it started (its own consumer group,
 `auto.offset.reset=latest`), acts for each of its streamlets the command targets (`target` null:
 all), and publishes one Result per streamlet. Commands:
@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict
 from ..kafka_logging import client_config
 from ..ports import AvroInlet, ErrorHandling
 from ..schema import AvroSchema, decode, encode
+from .system_topics import control_topic, results_topic  # the topics' names (their one home)
 
 log = logging.getLogger(__name__)
 
@@ -76,14 +77,6 @@ RESULT_SCHEMA: dict[str, Any] = {
 
 
 _SCHEMAS = {s["name"]: AvroSchema.load(s) for s in (COMMAND_SCHEMA, RESULT_SCHEMA)}
-
-
-def control_topic(app_id: str) -> str:
-    return f"{app_id}.control"
-
-
-def results_topic(app_id: str) -> str:
-    return f"{app_id}.control-results"
 
 
 class ControlInlet(AvroInlet):

@@ -16,7 +16,7 @@ produced by one transactional confluent-kafka producer in ONE Kafka transaction:
   `init_transactions` fences the previous one (a zombie can no longer commit) and aborts its
   open transaction.
 - The batch id is committed in the same transaction: one record in the ledger topic
-  `<app>.outlet-batches` (1 partition, compacted), key = the transactional.id, value = JSON
+  `<app>.outlet-batches` (1 partition, compacted: streamlets.runtime.system_topics), key = the transactional.id, value = JSON
   `{"batch": <batch id>, "fingerprint": ...}`, the fingerprint being a hash of the batch's entry
   in the checkpoint's offset log (`<checkpoint>/offsets/<batch id>`: the input offsets and batch
   timestamp Spark planned). On start the writer reads the ledger (read_committed) for its key's
@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
 from ..kafka_logging import client_config
 from ..settings import AT_LEAST_ONCE, DELIVERY, EXACTLY_ONCE  # noqa: F401  (EXACTLY_ONCE: the runtime's name for it too)
+from .system_topics import LEDGER_CONFIG, ledger_topic  # the ledger topic's name and config (their one home)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -58,10 +59,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("streamlets.exactly_once")
 
 DELIVERY_MODES = DELIVERY.values  # the setting's modes, EXACTLY_ONCE (its default) and AT_LEAST_ONCE: streamlets.settings
-# The ledger topic's config: compacted, so it keeps about one record per outlet query; segments
-# roll every 10 minutes (segment.ms) so compaction reaches them: a start reads at most about 10
-# minutes of ledger records.
-LEDGER_CONFIG = {"cleanup.policy": "compact", "segment.ms": "600000", "min.cleanable.dirty.ratio": "0.1"}
 # Broker default of transaction.max.timeout.ms: a micro-batch may take up to 15 minutes to produce.
 TRANSACTION_TIMEOUT_MS = 900_000
 # Spark Kafka options (kafka.<librdkafka name>) that the transactional producer takes over.
@@ -110,12 +107,6 @@ def _retrying(what: str, call: Callable[[], T], seconds: float = RETRY_SECONDS,
                 raise
             log.info("%s: %s; retrying", what, err)
             time.sleep(0.5)
-
-
-def ledger_topic(app_id: str) -> str:
-    """The application's batch ledger topic, `<app>.outlet-batches` (1 partition, compacted: one
-    record per outlet query and micro-batch, written in the batch's transaction)."""
-    return f"{app_id}.outlet-batches"
 
 
 def transactional_id(app_id: str, streamlet: str, query: str) -> str:
@@ -261,10 +252,10 @@ class TransactionalBatchWriter:
         a checkpoint (then a batch id alone identifies a batch: tests)."""
         if self.checkpoint is None:
             return ""
-        from .storage import join, storage_for
+        from .checkpoint import offsets_text
+        from .storage import storage_for
 
-        storage = self.storage or storage_for(self.checkpoint)
-        text = storage.read_text(join(self.checkpoint, "offsets", str(batch_id)))
+        text = offsets_text(self.storage or storage_for(self.checkpoint), self.checkpoint, batch_id)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     # -- foreachBatch -------------------------------------------------------------------------

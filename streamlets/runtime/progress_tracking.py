@@ -113,14 +113,13 @@ def bridge_offset_gap(storage: Any, checkpoint: str) -> int | None:
     (an asynchronous query wrote its offset log with gaps), write `offsets/N-1` as a copy of the
     last entry before N, so that Spark replays batch N from there (what the asynchronous query would
     replay) instead of failing. Returns N-1 when it wrote the entry, else None."""
-    from .checkpoint import planned_batches
-    from .storage import join
+    from .checkpoint import offsets_file, planned_batches
 
     planned = planned_batches(storage, checkpoint)
     if len(planned) < 2 or planned[-2] == planned[-1] - 1:
         return None
     last, before = planned[-1], planned[-2]
-    storage.copy_file(join(checkpoint, "offsets", str(before)), join(checkpoint, "offsets", str(last - 1)))
+    storage.copy_file(offsets_file(checkpoint, before), offsets_file(checkpoint, last - 1))
     log.info("%s: offsets/%d copied to offsets/%d (an asynchronous query's offset log had a gap); batch %d "
              "is replayed from batch %d's end", checkpoint, before, last - 1, last, before)
     return last - 1

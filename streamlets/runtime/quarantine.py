@@ -170,11 +170,11 @@ class FailedBatch:
 
 def failed_batch(spark, checkpoint: str, topics: list[str]) -> FailedBatch | None:
     """The uncommitted last batch of a query checkpoint and its offset ranges per inlet topic."""
-    from .checkpoint import committed_batches, source_offsets
-    from .storage import join, storage_for
+    from .checkpoint import committed_batches, planned_batches, source_offsets
+    from .storage import storage_for
 
     storage = storage_for(checkpoint, spark)
-    planned = sorted(int(n) for n in storage.children(join(checkpoint, "offsets")) if n.isdigit())
+    planned = planned_batches(storage, checkpoint)
     if not planned:
         return None
     n = planned[-1]

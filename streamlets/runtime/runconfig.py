@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from ..settings import BY_FIELD, DELIVERY, ON_FAILURE, PROGRESS_TRACKING, TRIGGER, Setting
+from .layout import StateLayout
 
 # The driver's Prometheus endpoint (streamlets.runtime.metrics, served by streamlets.driver): the
 # port the driver binds unless $STREAMLETS_METRICS_PORT says otherwise, and what the operator
@@ -59,7 +60,12 @@ class StreamletRunConfig(BaseModel):
 
     Paths are local paths or URIs Spark understands. `checkpoint_root` holds one directory per
     query: `<checkpoint_root>/<query>` (Spark's `checkpointLocation`).
+
+    Frozen: a changed run is a copy, `run.model_copy(update={...})` (pydantic's ValidationError
+    on assignment).
     """
+
+    model_config = ConfigDict(frozen=True)
 
     app_id: str
     streamlet: str = Field(description="instance name in the blueprint (DNS label)")
@@ -109,15 +115,18 @@ class StreamletRunConfig(BaseModel):
     def checkpoint_location(self, query: str) -> str:
         return f"{self.checkpoint_root.rstrip('/')}/{query}"
 
-    def _beside_checkpoints(self, name: str) -> str:
-        # checkpoint_root is <root>/<app>/<streamlet>; savepoints and dumps go to <root>/<name>
-        return f"{self.checkpoint_root.rstrip('/').rsplit('/', 2)[0]}/{name}"
+    def layout(self) -> StateLayout:
+        """The state folder around `checkpoint_root` (`<root>/<app>/<streamlet>`, a checkpoint
+        claim's layout: streamlets.runtime.layout), where savepoints and dumps go by default."""
+        return StateLayout.of_checkpoint_root(self.checkpoint_root)
 
     def savepoints(self) -> str:
-        return self.savepoint_root or self._beside_checkpoints("savepoints")
+        """`savepoint_root`, else `savepoints` in the state folder around the checkpoints."""
+        return self.savepoint_root or self.layout().savepoints
 
     def state_dumps(self) -> str:
-        return self.state_dump_root or self._beside_checkpoints("dumps")
+        """`state_dump_root`, else `dumps` in the state folder around the checkpoints."""
+        return self.state_dump_root or self.layout().dumps
 
     @classmethod
     def read(cls, path: str | Path) -> "StreamletRunConfig":

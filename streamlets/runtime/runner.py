@@ -33,9 +33,11 @@ log = logging.getLogger(__name__)
 
 
 def transport_for(run: StreamletRunConfig):
+    """Kafka at the run's bootstrap servers; without them the file transport, in `topics` of the
+    state folder around the run's checkpoints (streamlets.runtime.layout)."""
     if run.bootstrap_servers:
         return KafkaTransport(run.bootstrap_servers, run.kafka_options)
-    return FileTransport(run.checkpoint_root.rstrip("/") + "/../_topics")
+    return FileTransport(run.layout().topics)
 
 
 class StreamletRuntime:

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from ..runtime.checkpoint import (CheckpointFormatError, commit_log, committed_batches, local_checkpoint,
+from ..runtime.checkpoint import (OFFSETS, CheckpointFormatError, commit_log, committed_batches, local_checkpoint,
                                   offsets_log, planned_batches, query_folders, read_log)
 from ..runtime.storage import LocalStorage, free_name, is_local, local_path
 from .errors import StateError
@@ -406,9 +406,9 @@ def repartition_checkpoint(spark: "SparkSession", checkpoint: str | Path, partit
             op_meta_path.with_name(".metadata.crc").unlink(missing_ok=True)
         # Spark pins the settings of the last batch on restart: the new partition count goes there
         meta = {**plan.meta, "conf": {**conf, SHUFFLE_PARTITIONS: str(partitions)}}
-        (building / "offsets" / str(batch)).write_text(
+        (building / OFFSETS / str(batch)).write_text(
             "\n".join([offsets[0], json.dumps(meta, separators=(",", ":")), *offsets[2:]]))
-        (building / "offsets" / f".{batch}.crc").unlink(missing_ok=True)
+        (building / OFFSETS / f".{batch}.crc").unlink(missing_ok=True)
         (building / _COMPLETE).write_text("")
     except BaseException as e:
         shutil.rmtree(building, ignore_errors=True)

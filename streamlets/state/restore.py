@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..runtime.runconfig import StreamletRunConfig
-from ..runtime.checkpoint import query_folders, source_offsets
+from ..runtime.checkpoint import COMMITS, METADATA, query_folders, source_offsets
 from .savepoint import QUERIES, SavepointError
 from ..runtime.storage import copy_between, free_name, join, storage_for
 
@@ -111,7 +111,7 @@ def check_restore(spark: "SparkSession", savepoint: dict[str, Any], cls: type, r
     try:
         def last_commit(q: str, f: str) -> bool:  # uncommitted again: the dry run replays this batch
             batch = savepoint["queries"][q].get("batch_id")
-            return batch is not None and f in (f"commits/{batch}", f"commits/.{batch}.crc")
+            return batch is not None and f in (f"{COMMITS}/{batch}", f"{COMMITS}/.{batch}.crc")
         _copy_queries(savepoint, src, dst, scratch, skip=last_commit)
         trial = run.model_copy(update={"checkpoint_root": scratch, "dry_run": True, "dead_letter_topic": None})
         runtime = StreamletRuntime(spark, run.app_id, None, transport_for(trial))
@@ -166,10 +166,10 @@ def restore_savepoint(savepoint: dict[str, Any], run: StreamletRunConfig, *, bra
         moved = free_name(dst, f"{run.checkpoint_root.rstrip('/')}.replaced-{savepoint['id']}")
         dst.rename(run.checkpoint_root, moved)
     _copy_queries(savepoint, src, dst, run.checkpoint_root,
-                  skip=lambda q, f: branch and f in ("metadata", ".metadata.crc"))
+                  skip=lambda q, f: branch and f in (METADATA, f".{METADATA}.crc"))
     if branch:
         for q in savepoint["queries"]:
-            dst.write_text(join(run.checkpoint_root, q, "metadata"), json.dumps({"id": str(uuid.uuid4())}) + "\n")
+            dst.write_text(join(run.checkpoint_root, q, METADATA), json.dumps({"id": str(uuid.uuid4())}) + "\n")
     return moved
 
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..runtime.checkpoint import committed_batches, pinned_conf, query_folders, query_id, source_offsets  # noqa: F401
+from ..runtime.checkpoint import COMMITS, OFFSETS, committed_batches, pinned_conf, query_folders, query_id, source_offsets  # noqa: F401
 from ..runtime.storage import Storage, copy_between, join, storage_for
 from .errors import StateError
 
@@ -99,7 +99,7 @@ def keep_in_savepoint(relative: str, batch: int) -> bool:
     name = parts[-1]
     if name.endswith(".tmp") or name.startswith(".") and name.endswith(".tmp.crc"):
         return False  # a file being written
-    if parts[0] in ("offsets", "commits") or (parts[0] == "sources" and len(parts) == 3):
+    if parts[0] in (OFFSETS, COMMITS) or (parts[0] == "sources" and len(parts) == 3):
         m = _BATCH_LOG.match(name)
         return m is None or int(m.group(1)) <= batch
     if parts[0] == "state" and "_metadata" not in parts:
