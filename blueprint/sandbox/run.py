@@ -43,6 +43,8 @@ from ..errors import BlueprintError
 
 log = logging.getLogger("streamlets.sandbox")
 
+BROKERLESS_STOP = 5.0  # seconds a query's stop may take once the embedded broker is gone (Sandbox._stop_without_broker)
+
 
 @dataclass
 class SandboxOptions:
@@ -489,6 +491,23 @@ class Sandbox:
             return False
         return self.runtime.dead_letters.pending() == 0
 
+    def _stop_without_broker(self) -> None:
+        """Stop the queries of a run whose embedded broker is gone (the supervisor gave up on it):
+        nothing a query does can reach Kafka, and a graceful stop would wait out the Kafka
+        clients' timeouts and retries, minutes per query (Spark's Kafka source retries its offset
+        requests three times, `default.api.timeout.ms` 60 s each). Each query's stop waits at most
+        BROKERLESS_STOP seconds (Spark's `spark.sql.streaming.stopTimeout`, then it gives up on
+        the query's thread), and so do the waits for their last reports; the final tables show
+        the topics' last counts (TopicWatcher.offline)."""
+        if self._watcher is not None:
+            self._watcher.offline()
+        for ctx in self.runtime.contexts.values():
+            try:
+                ctx.spark.conf.set("spark.sql.streaming.stopTimeout", f"{BROKERLESS_STOP:.0f}s")
+            except Exception as e:  # a session already gone: its queries are too
+                log.debug("stopTimeout of %s: %s", ctx.run.streamlet, e)
+        self.runtime.stop(timeout=BROKERLESS_STOP)
+
     def _shutdown(self) -> None:
         if self.ops_server is not None:
             self.ops_server.stop()
@@ -499,7 +518,10 @@ class Sandbox:
         Path(self.layout.sandbox_info).unlink(missing_ok=True)
         if self.runtime is not None:
             self.console.print("stopping queries")
-            self.runtime.stop()
+            if self.broker is not None and not self.broker.is_running():
+                self._stop_without_broker()
+            else:
+                self.runtime.stop()
         if self._report_from is not None:
             try:
                 self._report(self._report_from)

@@ -75,13 +75,18 @@ def cli(*args: str, cwd: Path, timeout: float = 900) -> subprocess.CompletedProc
     return subprocess.run(blueprint_cmd(*args), capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
 
 
+# Every 4th flight of a month (~6,700): the month's days, hours, airports and weather, a quarter
+# of the records to process (issue 26); nothing here depends on the volume.
+EVERY = 4
+
+
 def same_windows(output: Path, months: list[int]) -> bool:
-    return output.exists() and differences(load_results(output), reference_stats(months)) == []
+    return output.exists() and differences(load_results(output), reference_stats(months, EVERY)) == []
 
 
 def test_savepoint_while_running_then_continue_and_branch(tmp_path, kafka_broker):
     bootstrap = kafka_broker.bootstrap_servers
-    prepare(tmp_path / "data", [1])
+    prepare(tmp_path / "data", [1], EVERY)
     conf = tmp_path / "run.conf"
     conf.write_text(f'streamlets {{\n  flights.volume-mounts.source = "{tmp_path}/data/flights"\n'
                     f'  weather.volume-mounts.source = "{tmp_path}/data/weather"\n'
@@ -100,7 +105,7 @@ def test_savepoint_while_running_then_continue_and_branch(tmp_path, kafka_broker
         snapshot = tmp_path / "output-at-savepoint"
         shutil.copytree(tmp_path / "output", snapshot)
 
-        prepare(tmp_path / "data", [2])  # February's drop files: the running application continues
+        prepare(tmp_path / "data", [2], EVERY)  # February's drop files: the running application continues
         wait_until(lambda: same_windows(tmp_path / "output", [1, 2]), timeout=600, what="February's windows")
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -138,4 +143,4 @@ def test_savepoint_while_running_then_continue_and_branch(tmp_path, kafka_broker
             shutil.copy(f, combined / f"batch-{prefix}-{f.name}")
     branch_only = load_results(tmp_path / "branch-output")
     assert len(branch_only) and (branch_only["window_start"].dt.month == 2).any()
-    assert differences(load_results(combined), reference_stats([1, 2])) == []
+    assert differences(load_results(combined), reference_stats([1, 2], EVERY)) == []

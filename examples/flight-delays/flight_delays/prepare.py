@@ -38,12 +38,14 @@ def drop_file(out_dir: str | Path, feed: str, month: int) -> Path:
     return Path(out_dir) / feed / f"{feed}-{YEAR}-{month:02d}.csv"
 
 
-def month_frame(data: pd.DataFrame, month: int) -> pd.DataFrame:
-    """The rows of `month`, sorted by time_hour (stable: ties keep the package's order)."""
+def month_frame(data: pd.DataFrame, month: int, every: int = 1) -> pd.DataFrame:
+    """The rows of `month`, sorted by time_hour (stable: ties keep the package's order); with
+    `every` > 1 every `every`-th of them (the first, then each `every` rows on): a smaller input
+    over the same days, hours and airports, for tests whose point is not the volume."""
     rows = data[data["month"] == month]
     # time_hour is ISO text in UTC with a fixed format ("2013-01-01T10:00:00Z"), so the text
     # order is the time order.
-    return rows.sort_values("time_hour", kind="stable")
+    return rows.sort_values("time_hour", kind="stable").iloc[::every]
 
 
 def write_csv(frame: pd.DataFrame, path: str | Path, mtime: float | None = None) -> Path:
@@ -68,8 +70,10 @@ def csv_rows(path: Path) -> int:
         return max(sum(1 for _ in f) - 1, 0)
 
 
-def prepare(out_dir: str | Path, months: Iterable[int] = range(1, 13)) -> dict[str, int]:
+def prepare(out_dir: str | Path, months: Iterable[int] = range(1, 13), every: int = 1) -> dict[str, int]:
     """Write the drop files of `months`; returns rows per feed {"flights": n, "weather": n}.
+    With `every` > 1 only every `every`-th flight of a month (month_frame; the weather whole):
+    reference.reference_stats(months, every) is their batch computation.
 
     Files that exist with the expected row count are kept (only their mtime is set).
     """
@@ -82,7 +86,7 @@ def prepare(out_dir: str | Path, months: Iterable[int] = range(1, 13)) -> dict[s
             raise ValueError(f"month {month} is not in 1..12")
         mtime = BASE_MTIME + 60 * month
         for feed in FEEDS:
-            frame = month_frame(data[feed], month)
+            frame = month_frame(data[feed], month, every if feed == "flights" else 1)
             path = drop_file(out_dir, feed, month)
             if path.is_file() and csv_rows(path) == len(frame):
                 os.utime(path, (mtime, mtime))

