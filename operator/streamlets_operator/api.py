@@ -24,8 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import kopf
+from pydantic import ValidationError
 
 from blueprint.deploy.crd import GROUP, PLURAL, REQUEST_ANNOTATION, VERSION
+from blueprint.deploy.spec import ApplicationSpec
 from blueprint.ops.backend import BadRequest, Forbidden, NotFound, OpsError, Unauthorized
 from blueprint.ops.deadletters import recent_dead_letters
 from blueprint.ops.figures import RateTracker, Sample, fill, parse_text
@@ -86,10 +88,20 @@ def _api_message(e: Exception) -> str:
         return str(getattr(e, "reason", e))
 
 
-def _dead_letter_topic(spec: dict[str, Any], name: str) -> str:
+def _spec(item: dict[str, Any]) -> ApplicationSpec | None:
+    """The resource's spec as its model (blueprint.deploy.spec), or None when it does not validate:
+    the API shows every resource the operator sees, also one it cannot deploy (status Failed), as
+    an application without streamlets, topics or Kafka."""
+    try:
+        return render.typed(item.get("spec") or {})
+    except ValidationError:
+        return None
+
+
+def _dead_letter_topic(spec: ApplicationSpec | None, name: str) -> str:
     """An application's dead-letter topic: spec.deadLetterTopic, else the system topic of its app
     id (spec.appId, else the resource's name `name`; streamlets.runtime.system_topics)."""
-    return spec.get("deadLetterTopic") or dead_letter_topic(spec.get("appId") or name)
+    return (spec.dead_letter_topic if spec else None) or dead_letter_topic(spec.app_id if spec else name)
 
 
 class OperatorBackend:
@@ -210,9 +222,10 @@ class OperatorBackend:
 
     @staticmethod
     def _summary(item: dict[str, Any]) -> ApplicationSummary:
-        meta, spec, st = item["metadata"], item.get("spec") or {}, item.get("status") or {}
-        count = len(spec.get("streamlets") or [])
-        return ApplicationSummary(namespace=meta["namespace"], name=meta["name"], app_id=spec.get("appId") or meta["name"],
+        meta, spec, st = item["metadata"], _spec(item), item.get("status") or {}
+        # an invalid spec's streamlets are counted as listed (as status.failed_status does)
+        count = len(spec.streamlets) if spec else len((item.get("spec") or {}).get("streamlets") or [])
+        return ApplicationSummary(namespace=meta["namespace"], name=meta["name"], app_id=spec.app_id if spec else meta["name"],
                                   phase=st.get("phase") or "Pending", ready=st.get("ready") or f"0/{count}")
 
     def applications(self, caller: Caller) -> list[ApplicationSummary]:
@@ -229,20 +242,19 @@ class OperatorBackend:
         return fill(view, samples, self.rates)
 
     def _view(self, item: dict[str, Any]) -> ApplicationView:
-        spec, st = item.get("spec") or {}, item.get("status") or {}
+        spec, st = _spec(item), item.get("status") or {}
         states = st.get("streamlets") or {}
         streamlets = []
-        for s in spec.get("streamlets") or []:
-            d = s.get("descriptor") or {}
-            port_topics = s.get("portTopics") or {}
-            ports = {kind: {p["name"]: port_topics[p["name"]] for p in d.get(kind) or [] if p.get("name") in port_topics}
-                     for kind in ("inlets", "outlets")}
-            state = (states.get(s["name"]) or {}).get("state")
-            streamlets.append(StreamletView(name=s["name"], class_name=s.get("className") or d.get("class_name") or "",
+        for s in spec.streamlets if spec else []:
+            port_topics = s.port_topics or {}
+            ports = {kind: {p["name"]: port_topics[p["name"]] for p in s.descriptor.get(kind) or []
+                            if p.get("name") in port_topics} for kind in ("inlets", "outlets")}
+            state = (states.get(s.name) or {}).get("state")
+            streamlets.append(StreamletView(name=s.name, class_name=s.class_name,
                                             status=STATES.get(state or "", "unknown"), inlets=ports["inlets"],
-                                            outlets=ports["outlets"], restarts=(states.get(s["name"]) or {}).get("restarts")))
-        topics = [TopicView(id=t.get("id") or t["name"], name=t["name"], producers=list(t.get("producers") or []),
-                            consumers=list(t.get("consumers") or [])) for t in spec.get("topics") or []]
+                                            outlets=ports["outlets"], restarts=(states.get(s.name) or {}).get("restarts")))
+        topics = [TopicView(id=t.id, name=t.name, producers=list(t.producers), consumers=list(t.consumers))
+                  for t in ((spec.topics if spec else None) or [])]
         return ApplicationView(**self._summary(item).model_dump(), streamlets=streamlets, topics=topics,
                                dead_letter_topic=_dead_letter_topic(spec, item["metadata"]["name"]))
 
@@ -293,8 +305,8 @@ class OperatorBackend:
             return [s for found in pool.map(scrape, view.streamlets) for s in found]
 
     def dead_letters(self, namespace: str, name: str, limit: int) -> list[DeadLetterView]:
-        spec = self._read(namespace, name).get("spec") or {}
-        bootstrap = (spec.get("kafka") or {}).get("bootstrapServers") or os.environ.get("STREAMLETS_KAFKA_BOOTSTRAP_SERVERS")
+        spec = _spec(self._read(namespace, name))
+        bootstrap = spec.kafka.bootstrap_servers if spec else os.environ.get("STREAMLETS_KAFKA_BOOTSTRAP_SERVERS")
         if not bootstrap:
             return []
         return recent_dead_letters(bootstrap, _dead_letter_topic(spec, name), limit)
@@ -314,7 +326,8 @@ class OperatorBackend:
         from kubernetes.client.exceptions import ApiException
 
         item = self._read(namespace, name)
-        names = [s["name"] for s in (item.get("spec") or {}).get("streamlets") or []]
+        spec = _spec(item)
+        names = [s.name for s in spec.streamlets] if spec else []
         if request.target is not None and request.target not in names:
             raise NotFound(f"the application {namespace}/{name} has no streamlet {request.target!r}")
         wanted = {"id": uuid.uuid4().hex, "command": request.command, "target": request.target, "args": dict(request.args)}
