@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..avro_limits import max_value_bytes
-from .checkpoint import committed_batches, source_offsets
+from .checkpoint import committed_batches, dead_letter_ledger, source_offsets
 from .codec import MALFORMED, RECORD, decode_value
 from .storage import LocalStorage
 from ..schema import AvroSchema, decode
@@ -82,7 +82,7 @@ class ScanRequest:
 
 
 def _ledger_path(checkpoint: str, inlet: str) -> Path:
-    return Path(checkpoint) / f"dead-letter-ledger.{inlet}.json"
+    return Path(checkpoint) / dead_letter_ledger(inlet)
 
 
 def read_ledger(checkpoint: str, inlet: str) -> dict[str, int] | None:

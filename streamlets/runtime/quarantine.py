@@ -30,11 +30,11 @@ import json
 import logging
 import shutil
 import time
-import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..settings import ON_FAILURE as ON_FAILURE_SETTING, QUARANTINE, STOP
+from .checkpoint import QUARANTINE_LEDGER, QUARANTINE_PROBE, scratch_name
 from .failures import user_exception
 
 if TYPE_CHECKING:
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ON_FAILURE = ON_FAILURE_SETTING.values  # stop, quarantine: streamlets.settings
-LEDGER = "quarantine-ledger.json"
 MAX_PROBES = 200
 MAX_ROUNDS = 20
 
@@ -51,7 +50,7 @@ MAX_ROUNDS = 20
 
 
 def ledger_path(checkpoint_root: str) -> str:
-    return f"{checkpoint_root.rstrip('/')}/{LEDGER}"
+    return f"{checkpoint_root.rstrip('/')}/{QUARANTINE_LEDGER}"
 
 
 def read_ledger(checkpoint_root: str, spark: "SparkSession | None" = None) -> list[dict[str, Any]]:
@@ -331,7 +330,7 @@ class Quarantine:
         StreamletContext = type(ctx)  # the running streamlet's context class (no import: context imports this module)
 
         run = ctx.run
-        scratch = f"{run.checkpoint_root.rstrip('/')}/.quarantine-probe-{uuid.uuid4().hex[:8]}"
+        scratch = f"{run.checkpoint_root.rstrip('/')}/{scratch_name(QUARANTINE_PROBE)}"
         probe_run = run.model_copy(update={"checkpoint_root": scratch, "dry_run": True, "dead_letter_topic": None,
                                            "max_offsets_per_trigger": None, "initial_state": {}})
         session = ctx.spark.newSession()
