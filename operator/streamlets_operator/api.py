@@ -124,6 +124,12 @@ class OperatorBackend:
     # --- who may do what ----------------------------------------------------------------------
 
     def authorize(self, token: str | None, verb: Verb, namespace: str | None, name: str | None) -> Caller:
+        """The caller behind a bearer token, after Kubernetes allowed it `verb` on the application
+        `namespace`/`name` (all applications when name is None). Authenticates with a TokenReview and
+        authorizes with a SubjectAccessReview (a list of every namespace needs no review: the result is
+        filtered per namespace). Raises Unauthorized without a token or for one the API server rejects,
+        BadRequest for a verb other than list without a namespace, Forbidden with Kubernetes' reason,
+        OpsError when a review cannot be made."""
         if not token:
             raise Unauthorized("no credentials: send a Kubernetes bearer token (Authorization: Bearer <token>; "
                                "kubectl create token ... makes one)")
@@ -236,6 +242,9 @@ class OperatorBackend:
                       key=lambda s: (s.namespace, s.name))
 
     def application(self, namespace: str, name: str) -> ApplicationView:
+        """The application's view (blueprint.ops.model.ApplicationView: streamlets, topics, dead-letter topic)
+        with the live figures scraped from its streamlets' drivers (rates from this backend's RateTracker).
+        Raises NotFound for an application the operator does not watch or that does not exist."""
         item = self._read(namespace, name)
         view = self._view(item)
         samples = self._scrape(item, view)
@@ -305,6 +314,9 @@ class OperatorBackend:
             return [s for found in pool.map(scrape, view.streamlets) for s in found]
 
     def dead_letters(self, namespace: str, name: str, limit: int) -> list[DeadLetterView]:
+        """The newest `limit` records of the application's dead-letter topic, read from the spec's Kafka (else
+        $STREAMLETS_KAFKA_BOOTSTRAP_SERVERS; [] when neither is known). Raises NotFound as application()
+        does."""
         spec = _spec(self._read(namespace, name))
         bootstrap = spec.kafka.bootstrap_servers if spec else os.environ.get("STREAMLETS_KAFKA_BOOTSTRAP_SERVERS")
         if not bootstrap:
@@ -312,6 +324,8 @@ class OperatorBackend:
         return recent_dead_letters(bootstrap, _dead_letter_topic(spec, name), limit)
 
     def savepoints(self, namespace: str, name: str) -> list[SavepointView]:
+        """The savepoints recorded in the application's status.savepoints (the last 50 the operator took),
+        oldest first. Raises NotFound as application() does."""
         st = self._read(namespace, name).get("status") or {}
         return [SavepointView(streamlet=sp["streamlet"], name=sp["name"], location=sp.get("location") or "",
                               batch_ids=dict(sp.get("batchIds") or {}), time=sp.get("time") or "", reason=sp.get("reason"))
@@ -364,6 +378,7 @@ class OperatorBackend:
             app_lock.release()
 
     def metrics(self) -> tuple[bytes, str]:
+        """The operator's own metrics in Prometheus' text format: (body, content type)."""
         return metrics.exposition()
 
 
@@ -403,6 +418,7 @@ async def serve(memo: Any, logger: "logging.Logger | logging.LoggerAdapter[Any]"
 
 @kopf.on.cleanup()
 async def stop_serving(memo: Any, **_: Any) -> None:
+    """kopf's cleanup: stop the operations server that serve() started, if it runs."""
     runner = memo.get("streamlets_api_runner")
     if runner is not None:
         await runner.cleanup()

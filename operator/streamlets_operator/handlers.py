@@ -55,6 +55,11 @@ def peering_priority(env: Mapping[str, str]) -> int:
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, logger: logging.Logger, **_: Any) -> None:
+    """kopf's startup settings: progress, diff base and finalizer under the streamlets.io
+    annotations prefix, Events from log lines at $STREAMLETS_POSTING_LEVEL (default WARNING),
+    $STREAMLETS_MAX_WORKERS handler threads (default 8), a watch timeout of
+    $STREAMLETS_WATCH_TIMEOUT seconds (default 300), peering from $STREAMLETS_PEERING_NAME or
+    $STREAMLETS_STANDALONE (else kopf's command line) with this replica's peering_priority."""
     # The status schema is structural (kopf's status.kopf would be pruned): progress in annotations.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -86,6 +91,10 @@ def configure(settings: kopf.OperatorSettings, logger: logging.Logger, **_: Any)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
 def reconcile(body: kopf.Body, patch: kopf.Patch, logger: logging.Logger, **_: Any) -> None:
+    """Create, update (of the spec) and resume: deploy the application (_reconcile) and write its status.
+    Raises kopf.PermanentError for an invalid spec or a refused deployment (no retry), kopf.TemporaryError
+    for Kafka or API trouble and for unexpected errors (retried after 10 to 60 seconds, reported as
+    InternalError)."""
     app = plain(body)
     try:
         with metrics.handling("reconcile", reconcile=True):
@@ -276,6 +285,9 @@ def _remove_obsolete(app: dict[str, Any], keep: set[str]) -> list[str]:
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)
 def delete(body: kopf.Body, logger: logging.Logger, **_: Any) -> None:
+    """Delete the application's SparkApplications and Secrets, its checkpoint claim unless
+    spec.storage.existingClaim lends it, and with spec.deleteTopicsOnDelete its managed topics. Raises
+    kopf.TemporaryError (retried after 10 seconds) when Kafka cannot delete the topics."""
     app = plain(body)
     metrics.forget(app)
     meta = app["metadata"]

@@ -50,6 +50,8 @@ MAX_ROUNDS = 20
 
 
 def ledger_path(checkpoint_root: str) -> str:
+    """The quarantine ledger of a streamlet: `<checkpoint_root>/quarantine-ledger.json`
+    (checkpoint.QUARANTINE_LEDGER), a local path or a Hadoop URI."""
     return f"{checkpoint_root.rstrip('/')}/{QUARANTINE_LEDGER}"
 
 
@@ -69,6 +71,9 @@ def read_ledger(checkpoint_root: str, spark: "SparkSession | None" = None) -> li
 
 
 def add_to_ledger(checkpoint_root: str, records: list[dict[str, Any]], spark: "SparkSession | None" = None) -> None:
+    """Add records (dicts as read_ledger returns) to the streamlet's quarantine ledger, skipping those already
+    in it (same topic, partition and offset); rewrites the whole file through the checkpoint root's storage
+    (streamlets.runtime.storage), whose errors (OSError) propagate."""
     from .storage import storage_for
 
     storage = storage_for(checkpoint_root, spark)
@@ -240,6 +245,8 @@ class Quarantine:
         self._given_up: set[tuple[str, str, int]] = set()  # (streamlet, query, batch) found not isolable
 
     def enabled(self, streamlet: str) -> bool:
+        """Whether `streamlet` runs in this runtime with on-failure mode quarantine (deploy config over the
+        class's on_failure, on_failure_of)."""
         ctx = self.runtime.contexts.get(streamlet)
         return ctx is not None and on_failure_of(ctx) == QUARANTINE
 
