@@ -73,6 +73,7 @@ class Entry:
 
     @property
     def key(self) -> str:
+        """The dotted key, e.g. `streamlets.stats.delivery` (the parts joined with dots)."""
         return ".".join(self.parts)
 
 

@@ -90,6 +90,8 @@ class FileIngress(Streamlet):
 
     @classmethod
     def is_abstract(cls) -> bool:
+        """True for FileIngress itself (a base: subclasses set file_schema and the outlet), else as
+        Streamlet.is_abstract."""
         return cls is FileIngress or super().is_abstract()
 
     def transform(self, ctx: "LogicContext", files: "DataFrame") -> "DataFrame":
@@ -99,6 +101,10 @@ class FileIngress(Streamlet):
         return files.select(*outlet.schema.field_names)
 
     def create_logic(self, ctx: "LogicContext") -> None:
+        """One streaming query: the files of the single ReadOnlyMany volume mount, read with file_schema and
+        file_format (Spark's file source; files_per_trigger is its maxFilesPerTrigger), through transform
+        into the single outlet. Raises StreamletError if the class has no single outlet or such mount, or
+        no file_schema."""
         cls = type(self)
         outlet: AvroOutlet = _single(cls, "outlet", self.shape().outlets)
         mount = _single(cls, "ReadOnlyMany volume mount",
@@ -196,9 +202,14 @@ class JsonLinesEgress(Streamlet):
 
     @classmethod
     def is_abstract(cls) -> bool:
+        """True for JsonLinesEgress itself (a base: subclasses declare the inlet and mount), else as
+        Streamlet.is_abstract."""
         return cls is JsonLinesEgress or super().is_abstract()
 
     def create_logic(self, ctx: "LogicContext") -> None:
+        """One streaming query: the single inlet's records as JSON lines (Spark's json file sink, timestamps
+        as epoch microseconds) in the single writable volume mount, under `subfolder` when set. Raises
+        StreamletError if the class has no single inlet or writable mount."""
         from pyspark.sql import functions as F
         from pyspark.sql.types import TimestampType
 

@@ -202,6 +202,8 @@ class MemorySizeParameter(ConfigParameter):
     type_name = "memorysize"
 
     def convert(self, raw: Any) -> int:
+        """`raw` in bytes (an int as is, text such as 512M or 1 GiB as Typesafe Config's memory sizes, binary
+        units); ValueError for anything else (parse_memory_size)."""
         return parse_memory_size(raw)
 
 

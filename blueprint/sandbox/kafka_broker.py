@@ -184,6 +184,7 @@ class KafkaBroker:
 
     @property
     def log_file(self) -> pathlib.Path:
+        """`<state_dir>/broker.log`: the broker's log4j output and the JVM's stdout and stderr."""
         return self.state_dir / "broker.log"
 
     def _pick_ports(self) -> None:

@@ -36,9 +36,14 @@ class StateLock:
 
     @property
     def held(self) -> bool:
+        """Whether this object holds the lock (acquire() succeeded and release() has not run)."""
         return self._fd is not None
 
     def acquire(self) -> "StateLock":
+        """Take the state folder's lock (an exclusive flock on its lock file, created with the folder if
+        missing) and write this process's pid, start time and command into it; returns self. Raises
+        StateFolderBusy, naming the owner, if another process holds it; does nothing if this object holds
+        it already."""
         if self._fd is not None:
             return self
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -60,6 +65,7 @@ class StateLock:
         return self
 
     def release(self) -> None:
+        """Empty the lock file and release the lock (the file stays); does nothing if the lock is not held."""
         if self._fd is None:
             return
         fd, self._fd = self._fd, None

@@ -46,4 +46,5 @@ class TopicWatcher:
         return total
 
     def close(self) -> None:
+        """Close the Kafka consumer that reads the watermarks; records() cannot be called afterwards."""
         self._consumer.close()

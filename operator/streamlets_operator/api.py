@@ -24,8 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import kopf
+from pydantic import ValidationError
 
 from blueprint.deploy.crd import GROUP, PLURAL, REQUEST_ANNOTATION, VERSION
+from blueprint.deploy.spec import ApplicationSpec
 from blueprint.ops.backend import BadRequest, Forbidden, NotFound, OpsError, Unauthorized
 from blueprint.ops.deadletters import recent_dead_letters
 from blueprint.ops.figures import RateTracker, Sample, fill, parse_text
@@ -86,10 +88,20 @@ def _api_message(e: Exception) -> str:
         return str(getattr(e, "reason", e))
 
 
-def _dead_letter_topic(spec: dict[str, Any], name: str) -> str:
+def _spec(item: dict[str, Any]) -> ApplicationSpec | None:
+    """The resource's spec as its model (blueprint.deploy.spec), or None when it does not validate:
+    the API shows every resource the operator sees, also one it cannot deploy (status Failed), as
+    an application without streamlets, topics or Kafka."""
+    try:
+        return render.typed(item.get("spec") or {})
+    except ValidationError:
+        return None
+
+
+def _dead_letter_topic(spec: ApplicationSpec | None, name: str) -> str:
     """An application's dead-letter topic: spec.deadLetterTopic, else the system topic of its app
     id (spec.appId, else the resource's name `name`; streamlets.runtime.system_topics)."""
-    return spec.get("deadLetterTopic") or dead_letter_topic(spec.get("appId") or name)
+    return (spec.dead_letter_topic if spec else None) or dead_letter_topic(spec.app_id if spec else name)
 
 
 class OperatorBackend:
@@ -112,6 +124,12 @@ class OperatorBackend:
     # --- who may do what ----------------------------------------------------------------------
 
     def authorize(self, token: str | None, verb: Verb, namespace: str | None, name: str | None) -> Caller:
+        """The caller behind a bearer token, after Kubernetes allowed it `verb` on the application
+        `namespace`/`name` (all applications when name is None). Authenticates with a TokenReview and
+        authorizes with a SubjectAccessReview (a list of every namespace needs no review: the result is
+        filtered per namespace). Raises Unauthorized without a token or for one the API server rejects,
+        BadRequest for a verb other than list without a namespace, Forbidden with Kubernetes' reason,
+        OpsError when a review cannot be made."""
         if not token:
             raise Unauthorized("no credentials: send a Kubernetes bearer token (Authorization: Bearer <token>; "
                                "kubectl create token ... makes one)")
@@ -210,9 +228,10 @@ class OperatorBackend:
 
     @staticmethod
     def _summary(item: dict[str, Any]) -> ApplicationSummary:
-        meta, spec, st = item["metadata"], item.get("spec") or {}, item.get("status") or {}
-        count = len(spec.get("streamlets") or [])
-        return ApplicationSummary(namespace=meta["namespace"], name=meta["name"], app_id=spec.get("appId") or meta["name"],
+        meta, spec, st = item["metadata"], _spec(item), item.get("status") or {}
+        # an invalid spec's streamlets are counted as listed (as status.failed_status does)
+        count = len(spec.streamlets) if spec else len((item.get("spec") or {}).get("streamlets") or [])
+        return ApplicationSummary(namespace=meta["namespace"], name=meta["name"], app_id=spec.app_id if spec else meta["name"],
                                   phase=st.get("phase") or "Pending", ready=st.get("ready") or f"0/{count}")
 
     def applications(self, caller: Caller) -> list[ApplicationSummary]:
@@ -223,26 +242,28 @@ class OperatorBackend:
                       key=lambda s: (s.namespace, s.name))
 
     def application(self, namespace: str, name: str) -> ApplicationView:
+        """The application's view (blueprint.ops.model.ApplicationView: streamlets, topics, dead-letter topic)
+        with the live figures scraped from its streamlets' drivers (rates from this backend's RateTracker).
+        Raises NotFound for an application the operator does not watch or that does not exist."""
         item = self._read(namespace, name)
         view = self._view(item)
         samples = self._scrape(item, view)
         return fill(view, samples, self.rates)
 
     def _view(self, item: dict[str, Any]) -> ApplicationView:
-        spec, st = item.get("spec") or {}, item.get("status") or {}
+        spec, st = _spec(item), item.get("status") or {}
         states = st.get("streamlets") or {}
         streamlets = []
-        for s in spec.get("streamlets") or []:
-            d = s.get("descriptor") or {}
-            port_topics = s.get("portTopics") or {}
-            ports = {kind: {p["name"]: port_topics[p["name"]] for p in d.get(kind) or [] if p.get("name") in port_topics}
-                     for kind in ("inlets", "outlets")}
-            state = (states.get(s["name"]) or {}).get("state")
-            streamlets.append(StreamletView(name=s["name"], class_name=s.get("className") or d.get("class_name") or "",
+        for s in spec.streamlets if spec else []:
+            port_topics = s.port_topics or {}
+            ports = {kind: {p["name"]: port_topics[p["name"]] for p in s.descriptor.get(kind) or []
+                            if p.get("name") in port_topics} for kind in ("inlets", "outlets")}
+            state = (states.get(s.name) or {}).get("state")
+            streamlets.append(StreamletView(name=s.name, class_name=s.class_name,
                                             status=STATES.get(state or "", "unknown"), inlets=ports["inlets"],
-                                            outlets=ports["outlets"], restarts=(states.get(s["name"]) or {}).get("restarts")))
-        topics = [TopicView(id=t.get("id") or t["name"], name=t["name"], producers=list(t.get("producers") or []),
-                            consumers=list(t.get("consumers") or [])) for t in spec.get("topics") or []]
+                                            outlets=ports["outlets"], restarts=(states.get(s.name) or {}).get("restarts")))
+        topics = [TopicView(id=t.id, name=t.name, producers=list(t.producers), consumers=list(t.consumers))
+                  for t in ((spec.topics if spec else None) or [])]
         return ApplicationView(**self._summary(item).model_dump(), streamlets=streamlets, topics=topics,
                                dead_letter_topic=_dead_letter_topic(spec, item["metadata"]["name"]))
 
@@ -293,13 +314,18 @@ class OperatorBackend:
             return [s for found in pool.map(scrape, view.streamlets) for s in found]
 
     def dead_letters(self, namespace: str, name: str, limit: int) -> list[DeadLetterView]:
-        spec = self._read(namespace, name).get("spec") or {}
-        bootstrap = (spec.get("kafka") or {}).get("bootstrapServers") or os.environ.get("STREAMLETS_KAFKA_BOOTSTRAP_SERVERS")
+        """The newest `limit` records of the application's dead-letter topic, read from the spec's Kafka (else
+        $STREAMLETS_KAFKA_BOOTSTRAP_SERVERS; [] when neither is known). Raises NotFound as application()
+        does."""
+        spec = _spec(self._read(namespace, name))
+        bootstrap = spec.kafka.bootstrap_servers if spec else os.environ.get("STREAMLETS_KAFKA_BOOTSTRAP_SERVERS")
         if not bootstrap:
             return []
         return recent_dead_letters(bootstrap, _dead_letter_topic(spec, name), limit)
 
     def savepoints(self, namespace: str, name: str) -> list[SavepointView]:
+        """The savepoints recorded in the application's status.savepoints (the last 50 the operator took),
+        oldest first. Raises NotFound as application() does."""
         st = self._read(namespace, name).get("status") or {}
         return [SavepointView(streamlet=sp["streamlet"], name=sp["name"], location=sp.get("location") or "",
                               batch_ids=dict(sp.get("batchIds") or {}), time=sp.get("time") or "", reason=sp.get("reason"))
@@ -314,7 +340,8 @@ class OperatorBackend:
         from kubernetes.client.exceptions import ApiException
 
         item = self._read(namespace, name)
-        names = [s["name"] for s in (item.get("spec") or {}).get("streamlets") or []]
+        spec = _spec(item)
+        names = [s.name for s in spec.streamlets] if spec else []
         if request.target is not None and request.target not in names:
             raise NotFound(f"the application {namespace}/{name} has no streamlet {request.target!r}")
         wanted = {"id": uuid.uuid4().hex, "command": request.command, "target": request.target, "args": dict(request.args)}
@@ -351,6 +378,7 @@ class OperatorBackend:
             app_lock.release()
 
     def metrics(self) -> tuple[bytes, str]:
+        """The operator's own metrics in Prometheus' text format: (body, content type)."""
         return metrics.exposition()
 
 
@@ -390,6 +418,7 @@ async def serve(memo: Any, logger: "logging.Logger | logging.LoggerAdapter[Any]"
 
 @kopf.on.cleanup()
 async def stop_serving(memo: Any, **_: Any) -> None:
+    """kopf's cleanup: stop the operations server that serve() started, if it runs."""
     runner = memo.get("streamlets_api_runner")
     if runner is not None:
         await runner.cleanup()

@@ -15,7 +15,10 @@ import uuid
 from typing import Any
 
 from blueprint.deploy.crd import REQUEST_ANNOTATION  # noqa: F401  (the CRD contract's one home)
+from blueprint.deploy.spec import ApplicationSpec
 from streamlets.errors import StreamletError
+
+from .render import typed
 
 TIMEOUT = float(os.environ.get("STREAMLETS_COMMAND_TIMEOUT", "120"))  # seconds to wait for every result
 # Seconds a streamlet has to answer the savepoint before an upgrade; no answer means not running.
@@ -51,23 +54,24 @@ def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def send(spec: dict[str, Any], request: dict[str, Any], timeout: float = TIMEOUT, source: str = "request") -> list[dict[str, Any]]:
+def send(spec: dict[str, Any] | ApplicationSpec, request: dict[str, Any], timeout: float = TIMEOUT, source: str = "request") -> list[dict[str, Any]]:
     """Send one command and wait for a result from each targeted streamlet (see send_all)."""
     return send_all(spec, [request], timeout, source)
 
 
-def send_all(spec: dict[str, Any], requests: list[dict[str, Any]], timeout: float = TIMEOUT,
+def send_all(spec: dict[str, Any] | ApplicationSpec, requests: list[dict[str, Any]], timeout: float = TIMEOUT,
              source: str = "request") -> list[dict[str, Any]]:
     """Send the commands at once and wait, together, for a result from each targeted streamlet;
     returns status entries, `no-answer` for a streamlet that did not answer within `timeout`
     seconds (not running). Raises RequestError for a target the application does not have.
-    `source` (request, periodic, upgrade) labels the operator's metrics."""
+    `source` (request, periodic, upgrade) labels the operator's metrics. The spec is read as its
+    model (blueprint.deploy.spec): pydantic's ValidationError for one that is not valid."""
     from streamlets.runtime.control import Command, collect_results, results_consumer, send_command
 
     from . import metrics
-
-    bootstrap, app_id = spec["kafka"]["bootstrapServers"], spec["appId"]
-    names = [s["name"] for s in spec.get("streamlets") or []]
+    app = typed(spec)
+    bootstrap, app_id = app.kafka.bootstrap_servers, app.app_id
+    names = [s.name for s in app.streamlets]
     waiting: dict[str, tuple[Command, set[str]]] = {}
     for request in requests:
         target = request.get("target")

@@ -19,9 +19,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import kopf
+from pydantic import ValidationError
 
 from . import commands, kube, metrics, render, status, topics
 from blueprint.deploy.crd import GROUP, PLURAL, VERSION
+from blueprint.deploy.spec import ApplicationSpec
 
 STATUS_INTERVAL = float(os.environ.get("STREAMLETS_STATUS_INTERVAL", "30"))
 KAFKA_TIMEOUT = float(os.environ.get("STREAMLETS_KAFKA_TIMEOUT", "15"))
@@ -35,13 +37,6 @@ def plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     return value
-
-
-def _bootstrap(spec: dict[str, Any]) -> str:
-    servers = (spec.get("kafka") or {}).get("bootstrapServers") or os.environ.get("STREAMLETS_KAFKA_BOOTSTRAP_SERVERS")
-    if not servers:
-        raise kopf.PermanentError("no Kafka bootstrap servers: set spec.kafka.bootstrapServers")
-    return servers
 
 
 def peering_priority(env: Mapping[str, str]) -> int:
@@ -60,6 +55,11 @@ def peering_priority(env: Mapping[str, str]) -> int:
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, logger: logging.Logger, **_: Any) -> None:
+    """kopf's startup settings: progress, diff base and finalizer under the streamlets.io
+    annotations prefix, Events from log lines at $STREAMLETS_POSTING_LEVEL (default WARNING),
+    $STREAMLETS_MAX_WORKERS handler threads (default 8), a watch timeout of
+    $STREAMLETS_WATCH_TIMEOUT seconds (default 300), peering from $STREAMLETS_PEERING_NAME or
+    $STREAMLETS_STANDALONE (else kopf's command line) with this replica's peering_priority."""
     # The status schema is structural (kopf's status.kopf would be pruned): progress in annotations.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -91,6 +91,10 @@ def configure(settings: kopf.OperatorSettings, logger: logging.Logger, **_: Any)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
 def reconcile(body: kopf.Body, patch: kopf.Patch, logger: logging.Logger, **_: Any) -> None:
+    """Create, update (of the spec) and resume: deploy the application (_reconcile) and write its status.
+    Raises kopf.PermanentError for an invalid spec or a refused deployment (no retry), kopf.TemporaryError
+    for Kafka or API trouble and for unexpected errors (retried after 10 to 60 seconds, reported as
+    InternalError)."""
     app = plain(body)
     try:
         with metrics.handling("reconcile", reconcile=True):
@@ -108,18 +112,17 @@ def reconcile(body: kopf.Body, patch: kopf.Patch, logger: logging.Logger, **_: A
 
 
 def _reconcile(app: dict[str, Any], patch: kopf.Patch, logger: logging.Logger) -> None:
-    spec = app["spec"]
-
-    problems = render.validate(spec)
+    problems = render.validate(app["spec"])
     if problems:
         message = "invalid spec: " + "; ".join(problems)
         patch.status.update(status.failed_status(app, "InvalidSpec", message))
         status.event(app, "InvalidSpec", message, warning=True)
         raise kopf.PermanentError(message)
 
-    bootstrap = _bootstrap(spec)
+    spec = render.typed(app["spec"])  # valid: validate() found nothing
     try:
-        topic_states = topics.ensure_topics(bootstrap, topics.desired_topics(spec), timeout=KAFKA_TIMEOUT)
+        topic_states = topics.ensure_topics(spec.kafka.bootstrap_servers, topics.desired_topics(spec),
+                                            timeout=KAFKA_TIMEOUT)
     except topics.TopicError as e:
         patch.status.update(status.transient_status(app, "TopicsReady", "KafkaError", str(e)))
         status.event(app, "KafkaError", str(e), warning=True)
@@ -178,8 +181,8 @@ def _savepoint_before_upgrade(app: dict[str, Any], rendered: dict[str, Any], pat
     from the checkpoints exactly where the savepoint is). A failed savepoint holds the upgrade back
     (retried; upgrade mode last-state skips it); an unanswered one means the streamlet is not
     running, and it upgrades with the last state of its checkpoints."""
-    spec, meta = app["spec"], app["metadata"]
-    if render.typed(spec).upgrade_mode != "savepoint":  # rendered: the spec is valid
+    spec, meta = render.typed(app["spec"]), app["metadata"]  # rendered: the spec is valid
+    if spec.upgrade_mode != "savepoint":
         return
     existing = {sa["metadata"].get("labels", {}).get(render.LABEL_STREAMLET): sa
                 for sa in kube.owned_spark_apps(meta["namespace"], meta["name"], meta["uid"])}
@@ -248,13 +251,14 @@ def on_command(body: kopf.Body, new: Any, patch: kopf.Patch, logger: logging.Log
 
 def _periodic_savepoint(app: dict[str, Any], patch: kopf.Patch, logger: logging.Logger) -> None:
     """spec.savepoints.periodicSeconds: a savepoint of every streamlet when the last one is that old."""
-    every = (app["spec"].get("savepoints") or {}).get("periodicSeconds") or 0
+    spec = render.typed(app["spec"])  # refresh_status runs this for a valid, handled generation only
+    every = (spec.savepoints.periodic_seconds if spec.savepoints else None) or 0
     old = app.get("status") or {}
     last = old.get("lastPeriodicSavepoint")
     if not every or (last and (dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(last.replace("Z", "+00:00"))
                                ).total_seconds() < every):
         return
-    entries = commands.send(app["spec"], {"id": f"periodic-{uuid.uuid4().hex[:8]}", "command": "savepoint", "target": None,
+    entries = commands.send(spec, {"id": f"periodic-{uuid.uuid4().hex[:8]}", "command": "savepoint", "target": None,
                                           "args": {"reason": "periodic"}}, source="periodic")
     patch.status["lastPeriodicSavepoint"] = commands.now()
     patch.status["commands"] = commands.appended(old, "commands", entries)
@@ -281,21 +285,32 @@ def _remove_obsolete(app: dict[str, Any], keep: set[str]) -> list[str]:
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)
 def delete(body: kopf.Body, logger: logging.Logger, **_: Any) -> None:
+    """Delete the application's SparkApplications and Secrets, its checkpoint claim unless
+    spec.storage.existingClaim lends it, and with spec.deleteTopicsOnDelete its managed topics. Raises
+    kopf.TemporaryError (retried after 10 seconds) when Kafka cannot delete the topics."""
     app = plain(body)
     metrics.forget(app)
-    meta, spec = app["metadata"], app.get("spec") or {}
+    meta = app["metadata"]
     ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
+    try:
+        spec: ApplicationSpec | None = render.typed(app.get("spec") or {})
+    except ValidationError as e:
+        # An invalid spec (never deployed, or stored before a CRD change) must not block the
+        # deletion: the children go, but the claim and the topics stay, as their data cannot be
+        # told apart from a claim the spec lends (existingClaim) or topics it never asked to delete.
+        logger.warning("the spec of %s/%s is invalid, so its checkpoint claim and topics are kept: %s", ns, name, e)
+        spec = None
     for sa in kube.owned_spark_apps(ns, name, uid):
         kube.delete_spark_app(ns, sa["metadata"]["name"])
     for secret in kube.owned_secrets(ns, name, uid):
         kube.delete_secret(ns, secret["metadata"]["name"])
-    if not (spec.get("storage") or {}).get("existingClaim"):
+    if spec is not None and not (spec.storage and spec.storage.existing_claim):
         for claim in kube.owned_claims(ns, name, uid):
             kube.delete_claim(ns, claim["metadata"]["name"])
-    if spec.get("deleteTopicsOnDelete"):
+    if spec is not None and spec.delete_topics_on_delete:
         names = [t.name for t in topics.desired_topics(spec) if t.managed]
         try:
-            topics.delete_topics(_bootstrap(spec), names, timeout=KAFKA_TIMEOUT)
+            topics.delete_topics(spec.kafka.bootstrap_servers, names, timeout=KAFKA_TIMEOUT)
         except topics.TopicError as e:
             raise kopf.TemporaryError(str(e), delay=10) from None
         logger.info("deleted topics %s", ", ".join(names))
@@ -320,7 +335,10 @@ def refresh_status(body: kopf.Body, patch: kopf.Patch, logger: logging.Logger, *
                  for sa in kube.owned_spark_apps(meta["namespace"], meta["name"], meta["uid"])}
     except (kopf.TemporaryError, kopf.PermanentError):
         return  # next time
-    names = [s["name"] for s in app["spec"].get("streamlets") or []]
+    try:
+        names = [s.name for s in render.typed(app["spec"]).streamlets]
+    except ValidationError:  # not handled yet (reconcile reports it as InvalidSpec)
+        return
     missing = [n for n in names if n not in found]
     if missing:  # deleted by someone else: put back (the spec has not changed, so nothing else did)
         try:

@@ -74,10 +74,13 @@ class SpecError(StreamletError, ValueError):
 # --- names --------------------------------------------------------------------------------------
 
 def spark_app_name(app: str, streamlet: str) -> str:
+    """The name of a streamlet's SparkApplication (and its driver's spark-app-name label):
+    `<app>-<streamlet>`."""
     return f"{app}-{streamlet}"
 
 
 def secret_name(app: str, streamlet: str) -> str:
+    """The name of the Secret with a streamlet's run config: `<app>-<streamlet>-config`."""
     return f"{app}-{streamlet}-config"
 
 
@@ -98,12 +101,16 @@ def _streamlet(streamlet: dict[str, Any] | StreamletSpec) -> StreamletSpec:
 # --- metadata -----------------------------------------------------------------------------------
 
 def owner_reference(body: dict[str, Any]) -> dict[str, Any]:
+    """An ownerReference to the StreamletApplication `body` (controller, blocking its deletion), for the
+    children the operator creates."""
     meta = body["metadata"]
     return {"apiVersion": API_VERSION, "kind": KIND, "name": meta["name"],
             "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
 
 
 def labels(app: str, streamlet: str | None = None) -> dict[str, str]:
+    """The labels of the application's children: app.kubernetes.io/part-of, managed-by and the app label, plus
+    the streamlet label when `streamlet` is given."""
     out = {LABEL_PART_OF: app, LABEL_MANAGED_BY: MANAGER, LABEL_APP: app}
     if streamlet is not None:
         out[LABEL_STREAMLET] = streamlet
@@ -234,6 +241,8 @@ def stateless_token(spec: dict[str, Any] | ApplicationSpec, streamlet: dict[str,
 
 
 def render_secret(body: dict[str, Any], streamlet: dict[str, Any] | StreamletSpec) -> dict[str, Any]:
+    """The Secret with a streamlet's run config (run_config as JSON under the key run.json, base64), annotated
+    with the hash of its data. Raises pydantic's ValidationError for a spec or streamlet that is not valid."""
     app, streamlet = body["metadata"]["name"], _streamlet(streamlet)
     text = json.dumps(run_config(body["spec"], streamlet), indent=2, sort_keys=True)
     data = {CONFIG_KEY: base64.b64encode(text.encode()).decode()}
@@ -388,5 +397,7 @@ def render_all(body: dict[str, Any], env: dict[str, str] | None = None) -> dict[
 
 
 def spec_hash(data: Any) -> str:
+    """A short, stable hash of JSON-able `data`: the first 16 hex digits of the SHA-256 of its canonical JSON
+    (sorted keys, no spaces)."""
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

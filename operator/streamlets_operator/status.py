@@ -159,6 +159,7 @@ def failed_status(body: dict[str, Any], reason: str, message: str, *, condition_
     conds.append(condition(prev, "Ready", False, reason, message, gen))
     keep = [c for c in prev if c.get("type") not in {c2["type"] for c2 in conds}]
     return {"phase": "Failed", "observedGeneration": gen, "message": message[:32000],
+            # the raw list: an invalid spec (Valid=False) need not be an ApplicationSpec
             "streamletCount": len(body["spec"].get("streamlets") or []), "conditions": conds + keep}
 
 

@@ -12,8 +12,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from blueprint.deploy.spec import ApplicationSpec
 from streamlets.errors import StreamletError
 from streamlets.runtime.system_topics import DEAD_LETTERS, system_topics
+
+from .render import typed
 
 
 class TopicError(StreamletError, RuntimeError):
@@ -30,19 +34,27 @@ class Topic:
     managed: bool = True
 
 
-def desired_topics(spec: dict[str, Any]) -> list[Topic]:
-    defaults = (spec.get("kafka") or {}).get("topicDefaults") or {}
-    parts, repl = defaults.get("partitions", -1), defaults.get("replicationFactor", -1)
-    out = [Topic(t["id"], t["name"], t.get("partitions", parts), t.get("replicationFactor", repl),
-                 dict(t.get("config") or {}), t.get("managed", True)) for t in spec.get("topics") or []]
-    dead = spec.get("deadLetterTopic")  # the dead-letter topic is the one the spec names
+def desired_topics(spec: dict[str, Any] | ApplicationSpec) -> list[Topic]:
+    """Every topic the application needs: spec.topics (partitions and replication factor unset ->
+    spec.kafka.topicDefaults, else -1, the broker's default), then the system topics
+    (streamlets.runtime.system_topics) the spec does not list: the dead-letter topic when
+    spec.deadLetterTopic names it, the control stream's two and the batch ledger (their own
+    partitions, e.g. 1, when they pin one). Raises pydantic's ValidationError for a spec that is
+    not an ApplicationSpec."""
+    app = typed(spec)
+    defaults = app.kafka.topic_defaults
+    parts = defaults.partitions if defaults and defaults.partitions is not None else -1
+    repl = defaults.replication_factor if defaults and defaults.replication_factor is not None else -1
+    out = [Topic(t.id, t.name, parts if t.partitions is None else t.partitions,
+                 repl if t.replication_factor is None else t.replication_factor,
+                 dict(t.config or {}), t.managed) for t in app.topics or []]
+    dead = app.dead_letter_topic  # the dead-letter topic is the one the spec names
     if dead and dead not in {t.name for t in out}:
         out.append(Topic(DEAD_LETTERS, dead, parts, repl, {}, True))
-    if spec.get("appId"):  # the other system topics (the control stream's two, the batch ledger)
-        for st in system_topics(spec["appId"]):
-            if st.id != DEAD_LETTERS and st.name not in {t.name for t in out}:
-                out.append(Topic(st.id, st.name, parts if st.partitions is None else st.partitions, repl,
-                                 dict(st.config), True))
+    for st in system_topics(app.app_id):  # the other system topics (the control stream's two, the batch ledger)
+        if st.id != DEAD_LETTERS and st.name not in {t.name for t in out}:
+            out.append(Topic(st.id, st.name, parts if st.partitions is None else st.partitions, repl,
+                             dict(st.config), True))
     return out
 
 

@@ -15,6 +15,7 @@ doing (state export, repartitioning) around it.
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,32 @@ from .storage import Storage, join
 
 
 # The files and folders of a query checkpoint (Spark's names).
-METADATA = "metadata"
-OFFSETS = "offsets"
-COMMITS = "commits"
+METADATA = "metadata"  # the query id; also the file in an operator's OPERATOR_METADATA folder
+OFFSETS = "offsets"  # offsets/N: batch N's planned end offsets and pinned settings
+COMMITS = "commits"  # commits/N: batch N committed
+SOURCES = "sources"  # sources/<source>/N: a source's own log (Kafka's initial offsets)
+STATE = "state"  # state/<operator id>/<partition>/<version>.delta|.snapshot|.zip|.changelog
+OPERATOR_METADATA = "_metadata"  # state/<operator id>/_metadata/: metadata (OperatorStateMetadataV1), v2, schemas
+OPERATOR_METADATA_V2 = "v2"  # state/<operator id>/_metadata/v2: transformWithState's metadata
+
+
+def dead_letter_ledger(inlet: str) -> str:
+    """The name of an inlet's dead-letter ledger in its query checkpoint (streamlets.runtime.deadletter):
+    `dead-letter-ledger.<inlet>.json`."""
+    return f"dead-letter-ledger.{inlet}.json"
+
+
+# The work files and folders of a streamlet's checkpoint root (ours, not Spark's); hidden folders
+# are never query folders (query_folders).
+QUARANTINE_LEDGER = "quarantine-ledger.json"  # <root>/quarantine-ledger.json (streamlets.runtime.quarantine)
+QUARANTINE_PROBE = ".quarantine-probe-"  # <root>/.quarantine-probe-<hex>/: a probe's scratch checkpoints
+RESTORE_CHECK = ".restore-check-"  # <root>.restore-check-<hex>/ beside the root: a restore's dry run
+BEFORE_REPARTITION = ".before-repartition"  # <root>.before-repartition/ or .<query>.before-repartition-<N>/
+
+
+def scratch_name(prefix: str) -> str:
+    """`prefix` and 8 random hex digits: a fresh scratch name (QUARANTINE_PROBE, RESTORE_CHECK)."""
+    return f"{prefix}{uuid.uuid4().hex[:8]}"
 
 
 class CheckpointFormatError(StreamletError):

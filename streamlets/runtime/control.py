@@ -155,6 +155,9 @@ def _decode(schema: dict[str, Any], data: bytes) -> dict[str, Any]:
 
 
 def send_command(bootstrap: str, app_id: str, command: Command) -> None:
+    """Produce `command` to the application's control topic (`<app_id>.control`, keyed by the command id) and
+    wait for the delivery. Raises RuntimeError if Kafka at `bootstrap` has not acknowledged it within 30
+    seconds."""
     from confluent_kafka import Producer
 
     producer = Producer(client_config({"bootstrap.servers": bootstrap}))
@@ -250,6 +253,9 @@ class ControlListener(threading.Thread):
         self.handled = 0
 
     def run(self) -> None:
+        """The thread's loop: read the control topic from its end (set `ready` once assigned), run each
+        command for the targeted streamlets of this runtime and produce one result per streamlet to the
+        results topic, until stop(). A malformed command is logged and skipped."""
         try:
             _assign_at_end(self.consumer, control_topic(self.app_id))
             self.ready.set()
@@ -291,5 +297,7 @@ class ControlListener(threading.Thread):
             self.handled += 1
 
     def stop(self) -> None:
+        """Ask the loop to end and wait up to 15 seconds for the thread (it closes its consumer and flushes
+        its results, at most 10 seconds)."""
         self.stopping.set()
         self.join(15)

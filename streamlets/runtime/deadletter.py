@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..avro_limits import max_value_bytes
-from .checkpoint import committed_batches, source_offsets
+from .checkpoint import committed_batches, dead_letter_ledger, source_offsets
 from .codec import MALFORMED, RECORD, decode_value
 from .storage import LocalStorage
 from ..schema import AvroSchema, decode
@@ -82,15 +82,19 @@ class ScanRequest:
 
 
 def _ledger_path(checkpoint: str, inlet: str) -> Path:
-    return Path(checkpoint) / f"dead-letter-ledger.{inlet}.json"
+    return Path(checkpoint) / dead_letter_ledger(inlet)
 
 
 def read_ledger(checkpoint: str, inlet: str) -> dict[str, int] | None:
+    """The inlet's dead-letter ledger in a query checkpoint: partition (as text) -> the offset up to which
+    malformed values were written; None before the first scan."""
     path = _ledger_path(checkpoint, inlet)
     return json.loads(path.read_text()) if path.is_file() else None
 
 
 def write_ledger(checkpoint: str, inlet: str, offsets: dict[str, int]) -> None:
+    """Replace the inlet's dead-letter ledger with `offsets` (partition -> next offset to scan), atomically (a
+    temp file renamed), creating the checkpoint folder if needed."""
     path = _ledger_path(checkpoint, inlet)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -160,6 +164,7 @@ class DeadLetterWriter:
         self._thread.start()
 
     def submit(self, request: ScanRequest) -> None:
+        """Queue a scan of an offset range for the background thread (scans run in order); returns at once."""
         self._queue.put(request)
 
     def recover(self, read: InletRead, checkpoint: str) -> None:
@@ -185,6 +190,7 @@ class DeadLetterWriter:
         done.wait(timeout)
 
     def close(self) -> None:
+        """Stop the background thread after the scans queued so far, waiting at most 60 seconds."""
         self._queue.put(None)
         self._thread.join(timeout=60)
 

@@ -30,11 +30,11 @@ import json
 import logging
 import shutil
 import time
-import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..settings import ON_FAILURE as ON_FAILURE_SETTING, QUARANTINE, STOP
+from .checkpoint import QUARANTINE_LEDGER, QUARANTINE_PROBE, scratch_name
 from .failures import user_exception
 
 if TYPE_CHECKING:
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ON_FAILURE = ON_FAILURE_SETTING.values  # stop, quarantine: streamlets.settings
-LEDGER = "quarantine-ledger.json"
 MAX_PROBES = 200
 MAX_ROUNDS = 20
 
@@ -51,7 +50,9 @@ MAX_ROUNDS = 20
 
 
 def ledger_path(checkpoint_root: str) -> str:
-    return f"{checkpoint_root.rstrip('/')}/{LEDGER}"
+    """The quarantine ledger of a streamlet: `<checkpoint_root>/quarantine-ledger.json`
+    (checkpoint.QUARANTINE_LEDGER), a local path or a Hadoop URI."""
+    return f"{checkpoint_root.rstrip('/')}/{QUARANTINE_LEDGER}"
 
 
 def read_ledger(checkpoint_root: str, spark: "SparkSession | None" = None) -> list[dict[str, Any]]:
@@ -70,6 +71,9 @@ def read_ledger(checkpoint_root: str, spark: "SparkSession | None" = None) -> li
 
 
 def add_to_ledger(checkpoint_root: str, records: list[dict[str, Any]], spark: "SparkSession | None" = None) -> None:
+    """Add records (dicts as read_ledger returns) to the streamlet's quarantine ledger, skipping those already
+    in it (same topic, partition and offset); rewrites the whole file through the checkpoint root's storage
+    (streamlets.runtime.storage), whose errors (OSError) propagate."""
     from .storage import storage_for
 
     storage = storage_for(checkpoint_root, spark)
@@ -241,6 +245,8 @@ class Quarantine:
         self._given_up: set[tuple[str, str, int]] = set()  # (streamlet, query, batch) found not isolable
 
     def enabled(self, streamlet: str) -> bool:
+        """Whether `streamlet` runs in this runtime with on-failure mode quarantine (deploy config over the
+        class's on_failure, on_failure_of)."""
         ctx = self.runtime.contexts.get(streamlet)
         return ctx is not None and on_failure_of(ctx) == QUARANTINE
 
@@ -331,7 +337,7 @@ class Quarantine:
         StreamletContext = type(ctx)  # the running streamlet's context class (no import: context imports this module)
 
         run = ctx.run
-        scratch = f"{run.checkpoint_root.rstrip('/')}/.quarantine-probe-{uuid.uuid4().hex[:8]}"
+        scratch = f"{run.checkpoint_root.rstrip('/')}/{scratch_name(QUARANTINE_PROBE)}"
         probe_run = run.model_copy(update={"checkpoint_root": scratch, "dry_run": True, "dead_letter_topic": None,
                                            "max_offsets_per_trigger": None, "initial_state": {}})
         session = ctx.spark.newSession()

@@ -113,6 +113,8 @@ class StreamletRunConfig(BaseModel):
         return None if value is None else BY_FIELD[str(info.field_name)].normal(value)
 
     def checkpoint_location(self, query: str) -> str:
+        """The checkpointLocation of query `query`: `<checkpoint_root>/<query>` (a local path or a Hadoop
+        URI)."""
         return f"{self.checkpoint_root.rstrip('/')}/{query}"
 
     def layout(self) -> StateLayout:
@@ -130,4 +132,6 @@ class StreamletRunConfig(BaseModel):
 
     @classmethod
     def read(cls, path: str | Path) -> "StreamletRunConfig":
+        """The run config in the JSON file `path` (the driver's run.json). Raises OSError if it cannot be
+        read, pydantic's ValidationError if it is not a valid run config."""
         return cls.model_validate_json(Path(path).read_text())

@@ -94,6 +94,8 @@ class StreamletRuntime:
         return ctx
 
     def queries(self):
+        """Every streaming query (pyspark StreamingQuery) the runtime's streamlets started, in the order of
+        their streamlets."""
         return [q for ctx in self.contexts.values() for q in ctx.queries]
 
     # --- the control stream (streamlets.runtime.control) ---------------------------------------

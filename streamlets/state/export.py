@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..runtime.checkpoint import CheckpointFormatError, committed_batches, local_checkpoint, query_id
+from ..runtime.checkpoint import STATE, CheckpointFormatError, committed_batches, local_checkpoint, query_id
 from ..runtime.storage import LocalStorage
 from .export_files import (CSV_OPTIONS, FORMATS, MANIFEST, MANIFEST_VERSION, TEXT_OPTIONS, ExportedStore, ExportManifest,
                            StateExportError, read_export, read_export_stream, to_csv_columns)
@@ -91,13 +91,13 @@ def stateful_operators(spark: "SparkSession", checkpoint: str | Path) -> list[di
     (Spark then lists no operator at all and only logs a warning).
     """
     path = _checkpoint_dir(checkpoint)
-    state = path / "state"
+    state = path / STATE
     if not (state.is_dir() and any(p.name.isdigit() for p in state.iterdir())):
         return []  # stateless: skip a Spark job that would only log "Failed to find operator metadata"
     rows = spark.read.format("state-metadata").load(str(path)).orderBy("operatorId", "stateStoreName").collect()
     if not rows:
         raise StateExportError(
-            f"{path}/state has operator folders but Spark cannot read their metadata (state/<id>/_metadata); "
+            f"{path}/{STATE} has operator folders but Spark cannot read their metadata (state/<id>/_metadata); "
             "a folder without it (written by an older Spark, or by hand) hides every operator - "
             "see the warning 'Failed to find operator metadata' in the Spark log"
         )

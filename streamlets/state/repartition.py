@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from ..runtime.checkpoint import (OFFSETS, CheckpointFormatError, commit_log, committed_batches, local_checkpoint,
+from ..runtime.checkpoint import (BEFORE_REPARTITION, METADATA, OFFSETS, OPERATOR_METADATA, OPERATOR_METADATA_V2, STATE,
+                                  CheckpointFormatError, commit_log, committed_batches, local_checkpoint,
                                   offsets_log, planned_batches, query_folders, read_log)
 from ..runtime.storage import LocalStorage, free_name, is_local, local_path
 from .errors import StateError
@@ -150,9 +151,10 @@ def _committed_and_planned(checkpoint: Path) -> tuple[list[int], list[int]]:
 
 def _operator_metadata(state_dir: Path, operator_id: int) -> dict[str, Any]:
     """`state/<op>/_metadata/metadata` (Spark's OperatorStateMetadataV1: "v1" then JSON)."""
-    meta = state_dir / str(operator_id) / "_metadata" / "metadata"
-    if (state_dir / str(operator_id) / "_metadata" / "v2").exists():
-        raise RepartitionError(f"operator {operator_id} keeps transformWithState state (state/{operator_id}/_metadata/v2), "
+    meta = state_dir / str(operator_id) / OPERATOR_METADATA / METADATA
+    if (state_dir / str(operator_id) / OPERATOR_METADATA / OPERATOR_METADATA_V2).exists():
+        raise RepartitionError(f"operator {operator_id} keeps transformWithState state "
+                               f"({STATE}/{operator_id}/{OPERATOR_METADATA}/{OPERATOR_METADATA_V2}), "
                                "which has column families: export its state and import it into a fresh query instead")
     if not meta.is_file():
         raise RepartitionError(f"{meta} is missing: the operator's metadata (written by Spark 3.5 and later) is needed")
@@ -172,7 +174,7 @@ def _check_operators(spark: "SparkSession", path: Path, batch: int, old: int) ->
                 f"{path}: operator {op_id} ({name}) keeps {len(stores)} state stores "
                 f"({', '.join(s['store_name'] for s in stores)}), partitioned by part of their key (a stream-stream join): "
                 "repartitioning it is not supported; export its state and import it into a fresh query")
-        meta = _operator_metadata(path / "state", op_id)
+        meta = _operator_metadata(path / STATE, op_id)
         info = meta.get("stateStoreInfo", [{}])[0]
         if info.get("numColsPrefixKey", 0):
             raise RepartitionError(
@@ -253,7 +255,7 @@ def _copy_without_state_versions(src: Path, dst: Path) -> None:
     """Copy the checkpoint but the state version files of every partition (`_metadata` kept)."""
     def ignore(folder: str, names: list[str]) -> list[str]:
         rel = Path(folder).relative_to(src).parts
-        in_partition = len(rel) == 3 and rel[0] == "state" and rel[2].isdigit()
+        in_partition = len(rel) == 3 and rel[0] == STATE and rel[2].isdigit()
         return [n for n in names if n.lstrip(".").endswith(_VERSION_SUFFIXES)] if in_partition else []
 
     shutil.copytree(src, dst, ignore=ignore)
@@ -286,7 +288,7 @@ def repartition_streamlet(spark: "SparkSession", run: "StreamletRunConfig") -> l
             continue
         try:
             result = repartition_checkpoint(spark, checkpoint, run.state_partitions,
-                                            previous_dir=Path(f"{root}.before-repartition"))
+                                            previous_dir=Path(f"{root}{BEFORE_REPARTITION}"))
         except RepartitionError as e:
             raise RepartitionError(f"streamlet {run.streamlet!r}, query {query!r}: {e}") from None
         if result.changed:
@@ -392,14 +394,14 @@ def repartition_checkpoint(spark: "SparkSession", checkpoint: str | Path, partit
         ops = _check_operators(spark, path, batch, old)
         _copy_without_state_versions(path, building)
         for op in ops:
-            op_dir = building / "state" / str(op["operator_id"])
+            op_dir = building / STATE / str(op["operator_id"])
             for old_partition in range(partitions, old):  # scaling down: those partitions go
                 shutil.rmtree(op_dir / str(old_partition), ignore_errors=True)
             key = f"{op['operator_id']}/{op['store_name']}"
-            result.rows[key] = _write_operator(spark, path, building / "state", scratch / "state", op, batch,
+            result.rows[key] = _write_operator(spark, path, building / STATE, scratch / STATE, op, batch,
                                                partitions, conf)
-            op_meta_path = op_dir / "_metadata" / "metadata"
-            op_meta = _operator_metadata(building / "state", op["operator_id"])
+            op_meta_path = op_dir / OPERATOR_METADATA / METADATA
+            op_meta = _operator_metadata(building / STATE, op["operator_id"])
             for info in op_meta.get("stateStoreInfo", []):
                 info["numPartitions"] = partitions
             op_meta_path.write_text("v1\n" + json.dumps(op_meta, separators=(",", ":")))
@@ -423,7 +425,7 @@ def repartition_checkpoint(spark: "SparkSession", checkpoint: str | Path, partit
         previous_dir.mkdir(parents=True, exist_ok=True)
         previous = Path(free_name(LocalStorage(), str(previous_dir / f"{path.name}-{batch}")))
     else:
-        previous = Path(free_name(LocalStorage(), str(path.with_name(f".{path.name}.before-repartition-{batch}"))))
+        previous = Path(free_name(LocalStorage(), str(path.with_name(f".{path.name}{BEFORE_REPARTITION}-{batch}"))))
     path.rename(previous)
     try:
         building.rename(path)

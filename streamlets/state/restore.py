@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..runtime.runconfig import StreamletRunConfig
-from ..runtime.checkpoint import COMMITS, METADATA, query_folders, source_offsets
+from ..runtime.checkpoint import COMMITS, METADATA, RESTORE_CHECK, query_folders, scratch_name, source_offsets
 from .savepoint import QUERIES, SavepointError
 from ..runtime.storage import copy_between, free_name, join, storage_for
 
@@ -105,7 +105,7 @@ def check_restore(spark: "SparkSession", savepoint: dict[str, Any], cls: type, r
         return result
     src = storage_for(savepoint["path"], spark)
     # The scratch copy sits next to the checkpoints (the claim or URI executors also see).
-    scratch = f"{run.checkpoint_root.rstrip('/')}.restore-check-{uuid.uuid4().hex[:8]}"
+    scratch = f"{run.checkpoint_root.rstrip('/')}{scratch_name(RESTORE_CHECK)}"
     dst = storage_for(scratch, spark)
     runtime = None
     try:

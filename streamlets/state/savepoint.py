@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..runtime.checkpoint import COMMITS, OFFSETS, committed_batches, pinned_conf, query_folders, query_id, source_offsets  # noqa: F401
+from ..runtime.checkpoint import (COMMITS, OFFSETS, OPERATOR_METADATA, SOURCES, STATE, committed_batches, pinned_conf, query_folders,
+                                   query_id, source_offsets)  # noqa: F401
 from ..runtime.storage import Storage, copy_between, join, storage_for
 from .errors import StateError
 
@@ -99,10 +100,10 @@ def keep_in_savepoint(relative: str, batch: int) -> bool:
     name = parts[-1]
     if name.endswith(".tmp") or name.startswith(".") and name.endswith(".tmp.crc"):
         return False  # a file being written
-    if parts[0] in (OFFSETS, COMMITS) or (parts[0] == "sources" and len(parts) == 3):
+    if parts[0] in (OFFSETS, COMMITS) or (parts[0] == SOURCES and len(parts) == 3):
         m = _BATCH_LOG.match(name)
         return m is None or int(m.group(1)) <= batch
-    if parts[0] == "state" and "_metadata" not in parts:
+    if parts[0] == STATE and OPERATOR_METADATA not in parts:
         m = _STATE_FILE.match(name)
         return m is None or int(m.group(1)) <= batch + 1
     return True
@@ -200,7 +201,7 @@ def _copy_query(src: Storage, dst: Storage, checkpoint: str, target: str) -> Sav
     for f in files:
         copy_between(src, dst, join(checkpoint, f), join(target, f))
     return SavepointQuery(batch_id=batch if batches else None, query_id=query_id(src, checkpoint),
-                          files=len(files), stateful=any(f.startswith("state/") for f in files),
+                          files=len(files), stateful=any(f.startswith(f"{STATE}/") for f in files),
                           pinned_conf=pinned_conf(src, checkpoint, batch) if batches else {})
 
 
