@@ -187,7 +187,8 @@ def write_batch_file(folder: Path, batch_id: int, records: Iterable[Mapping[str,
 class JsonLinesEgress(Streamlet):
     """Writes each micro-batch of its one inlet to one JSON Lines file (write_batch_file) in the
     `subfolder` of its one writable volume mount: `batch-<id>.jsonl` (query `<streamlet>.<query>`), one object per record with
-    the inlet's fields in schema order (values as json_value gives them). Exactly-once per batch:
+    the inlet's fields in schema order (values as json_value gives them; local timestamps,
+    TIMESTAMP_NTZ, as their text without a zone). Exactly-once per batch:
     a replayed batch replaces its own file. With `latest_by` (key columns) a batch keeps the newest
     record per key by the `version` column (latest_per_key), in key order: what an upserting
     (update-mode) stream's reader wants. Each batch is collected to the driver: meant for batches
@@ -211,7 +212,7 @@ class JsonLinesEgress(Streamlet):
         as epoch microseconds) in the single writable volume mount, under `subfolder` when set. Raises
         StreamletError if the class has no single inlet or writable mount."""
         from pyspark.sql import functions as F
-        from pyspark.sql.types import TimestampType
+        from pyspark.sql.types import TimestampNTZType, TimestampType
 
         cls = type(self)
         inlet: AvroInlet = _single(cls, "inlet", self.shape().inlets)
@@ -222,7 +223,11 @@ class JsonLinesEgress(Streamlet):
         # Timestamps leave the JVM as epoch microseconds: exact, and independent of the session's
         # and the Python process's time zones (PySpark's datetimes are naive local times).
         instants = [f.name for f in records.schema.fields if isinstance(f.dataType, TimestampType)]
-        micros = records.select(*[F.unix_micros(c).alias(c) if c in instants else F.col(c) for c in records.columns])
+        # Local timestamps (TIMESTAMP_NTZ: Avro's local-timestamp-*) have no zone to convert: their text as it is.
+        local = [f.name for f in records.schema.fields if isinstance(f.dataType, TimestampNTZType)]
+        micros = records.select(*[F.unix_micros(c).alias(c) if c in instants
+                                  else F.date_format(c, "yyyy-MM-dd'T'HH:mm:ss.SSSSSS").alias(c) if c in local
+                                  else F.col(c) for c in records.columns])
 
         def write(batch: "DataFrame", batch_id: int) -> None:
             rows: list[Mapping[str, Any]] = [r.asDict() for r in batch.collect()]

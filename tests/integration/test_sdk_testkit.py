@@ -203,3 +203,29 @@ def test_a_row_that_does_not_fit_its_inlet_is_a_value_error_naming_inlet_batch_r
     assert message.startswith("inlet 'in', batch 1, row 1: the row does not fit the inlet's schema:"), message
     assert "on field id" in message and "'three'" in message
     assert type(e.value) is ValueError  # not fastavro's TypeError
+
+
+def test_json_lines_egress_writes_instants_in_utc_and_local_timestamps_as_they_are(spark, tmp_path):
+    """streamlets.files.JsonLinesEgress: a timestamp leaves the JVM as epoch microseconds (exact,
+    whatever the session's or Python's time zone) and is written as ISO 8601 UTC; a local
+    timestamp (TIMESTAMP_NTZ) has no zone and is written as its text."""
+    from datetime import datetime, timezone
+
+    from streamlets import AvroInlet, VolumeMount
+    from streamlets.files import JsonLinesEgress
+
+    schema = {"type": "record", "name": "Moment", "fields": [
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+        {"name": "local", "type": {"type": "long", "logicalType": "local-timestamp-micros"}},
+        {"name": "n", "type": "long"}]}
+
+    class Moments(JsonLinesEgress):
+        inlet = AvroInlet("in", schema)
+        output = VolumeMount("output", "/mnt/out")
+        subfolder = "moments"
+
+    row = {"at": datetime(2013, 1, 1, 10, 0, 0, 5, tzinfo=timezone.utc), "local": datetime(2013, 1, 1, 5, 30), "n": 1}
+    run_streamlet(Moments, [{"in": [row]}, {"in": []}], volume_mounts={"output": str(tmp_path)}, spark=spark)
+    files = sorted((tmp_path / "moments").iterdir())
+    assert [f.name for f in files] == ["batch-00000000.jsonl"]  # an empty batch writes no file
+    assert files[0].read_text() == '{"at":"2013-01-01T10:00:00.000005Z","local":"2013-01-01T05:30:00.000000","n":1}\n'
