@@ -24,7 +24,7 @@ import typer
 if TYPE_CHECKING:
     from streamlets.schema import AvroSchema
 
-from .errors import EXIT_USAGE, command_app, fail
+from .errors import EXIT_USAGE, command_app, fail, guard
 from .state import blueprint_and_classes, sandbox_bootstrap
 
 topic_app = command_app(help="The records of an application's topics.")
@@ -57,6 +57,11 @@ def tail(
 ) -> None:
     """Print a topic's newest records (or all, or as they come) as JSON Lines, decoded with the
     topic's Avro schema."""
+    guard(lambda: _tail(file, topic, last, from_beginning, follow, state_dir, kafka, timeout))
+
+
+def _tail(file: Path, topic: str, last: int, from_beginning: bool, follow: bool, state_dir: Path | None,
+          kafka: str | None, timeout: float) -> None:
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
     from streamlets.files import iso_utc, json_value
