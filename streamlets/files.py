@@ -108,7 +108,7 @@ class FileIngress(Streamlet):
         cls = type(self)
         outlet: AvroOutlet = _single(cls, "outlet", self.shape().outlets)
         mount = _single(cls, "ReadOnlyMany volume mount",
-                        [m for m in cls.volume_mounts() if m.access_mode == "ReadOnlyMany"])
+                        [m for m in cls.volume_mounts() if m.read_only])
         if not cls.file_schema:
             raise StreamletError(f"{cls.class_name()}: set file_schema, the files' columns in Spark DDL "
                                  f"(e.g. \"id LONG, name STRING\")")
@@ -217,7 +217,7 @@ class JsonLinesEgress(Streamlet):
         cls = type(self)
         inlet: AvroInlet = _single(cls, "inlet", self.shape().inlets)
         mount = _single(cls, "writable volume mount",
-                        [m for m in cls.volume_mounts() if m.access_mode != "ReadOnlyMany"])
+                        [m for m in cls.volume_mounts() if not m.read_only])
         folder = ctx.mounted_path(mount) / cls.subfolder if cls.subfolder else ctx.mounted_path(mount)
         records = ctx.read_stream(inlet)
         # Timestamps leave the JVM as epoch microseconds: exact, and independent of the session's

@@ -21,5 +21,11 @@ class VolumeMount:
         self.path = path
         self.access_mode = access_mode
 
+    @property
+    def read_only(self) -> bool:
+        """Whether the mount is ReadOnlyMany: the streamlet's input (mounted read-only in pods; in
+        the sandbox, a folder that must exist before the start)."""
+        return self.access_mode == "ReadOnlyMany"
+
     def __repr__(self) -> str:
         return f"VolumeMount({self.name!r}, {self.path!r}, {self.access_mode!r})"

@@ -93,7 +93,7 @@ def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings:
         raise SandboxError(f"streamlet {name!r} declares no volume mount(s) {', '.join(unknown)} "
                            f"(declared: {', '.join(sorted(declared)) or 'none'})")
     mounts = {m: settings.volume_mounts.get(m) or state.volume(name, m) for m in declared}
-    read_only = {m.name for m in cls.volume_mounts() if m.access_mode == "ReadOnlyMany"}
+    read_only = {m.name for m in cls.volume_mounts() if m.read_only}
     for mount, folder in mounts.items():
         if mount not in read_only:
             Path(folder).mkdir(parents=True, exist_ok=True)
@@ -131,7 +131,7 @@ def empty_inputs(runs: list[StreamletRunConfig], classes: dict[str, type]) -> li
         for mount in classes[run.streamlet].volume_mounts():
             folder = Path(run.volume_mounts[mount.name])
             # Spark's file sources skip names starting with `.` or `_` (InMemoryFileIndex)
-            if mount.access_mode == "ReadOnlyMany" and not any(
+            if mount.read_only and not any(
                     p.is_file() and not p.name.startswith((".", "_")) for p in folder.rglob("*")):
                 lines.append(f"streamlet {run.streamlet!r}: volume mount {mount.name!r} ({folder}) is empty: "
                              f"it reads nothing until files arrive there")
