@@ -2,7 +2,7 @@
 
     python bench/bench_map.py [--records 1000000] [--rounds 3] [--partitions 2]
                               [--max-offsets-per-trigger N] [--variants baseline,streamlet]
-                              [--on-failure quarantine]
+                              [--on-failure quarantine] [--storage RUN_CONFIG]
 
 Both jobs read the same Kafka topic of Avro-encoded flight events (12 fields: strings, ints,
 nullable strings and doubles, timestamp-millis, boolean), add `dep_delay_hours` (dep_delay / 60)
@@ -27,6 +27,10 @@ records / seconds. The CPU seconds the Spark JVM and this Python process used me
 printed too: on a shared machine they vary less than wall time. Every run is checked: its output topic must hold exactly --records records,
 and samples from each output partition (start, middle, end) must decode (fastavro) to the mapped
 values of the input records they came from, with the Kafka key = flight_id.
+
+`--storage RUN_CONFIG`: every job's checkpoint under the `storage.checkpoints` root of that run
+config (an object store, `s3a://bucket/prefix`, with its `storage.s3a.*` settings and the
+credentials of the environment: streamlets.runtime.object_store) instead of the temporary folder.
 
 The printed ratio is median streamlet records/s / median baseline records/s (goal >= 0.95).
 Results also go to bench/results/map.json. `--variants all` adds intermediate hand-written jobs
@@ -301,6 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--on-failure", choices=["stop", "quarantine"], default=None,
                         help="on_failure of the streamlet jobs (streamlets.runtime.quarantine); nothing fails here, so "
                              "quarantine must cost nothing (default: the class's, stop)")
+    parser.add_argument("--storage", type=Path, default=None, metavar="RUN_CONFIG",
+                        help="a run config whose storage section puts the checkpoints on an object store")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (broker data, checkpoints)")
     return parser
 
@@ -325,7 +331,14 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("STREAMLETS_SPARK_LOG_LEVEL", "ERROR")
 
     variants: list[str] = args.variants
+    store = None
+    if args.storage is not None:
+        from blueprint.sandbox.localconfig import load_storage
+
+        store = load_storage(args.storage, [])
     tmp = Path(tempfile.mkdtemp(prefix="bench-map-"))
+    # the checkpoints' root: the object store's (a fresh prefix per run), else the temporary folder
+    cp = f"{store.checkpoints.rstrip('/')}/{tmp.name}" if store is not None else str(tmp / "cp")
     broker = KafkaBroker(tmp / "kafka", heap="1g")
     spark = None
     try:
@@ -343,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {produce_s:.1f} s ({args.records / produce_s:,.0f} records/s)", flush=True)
 
         conf = {"spark.driver.extraJavaOptions": args.java_options} if args.java_options else {}
-        spark = build_spark_session("bench-map", conf, master=args.master)
+        spark = build_spark_session("bench-map", conf, master=args.master, store=store)
         jobs = {name: JOBS[name](spark, bootstrap, args.max_offsets_per_trigger, args.on_failure) for name in variants}
 
         print(f"warm-up: {args.warmup_runs} untimed run(s) of each job on {warm_topic} ({warm_n} records) ...",
@@ -351,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         for w in range(args.warmup_runs):
             for name, job in jobs.items():
                 out = f"bench.warm.{name}.{w}"
-                r = run_once(job, bootstrap, warm_topic, out, args.partitions, str(tmp / "cp" / f"warm-{name}-{w}"),
+                r = run_once(job, bootstrap, warm_topic, out, args.partitions, f"{cp}/warm-{name}-{w}",
                              warm_n)
                 print(f"  {name:<11} {r['seconds']:7.2f} s  (checked {r['checked']} records)", flush=True)
                 delete_topics(bootstrap, [out])
@@ -366,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in order:
                 out = f"bench.out.{name}.{rnd}"
                 r = run_once(jobs[name], bootstrap, in_topic, out, args.partitions,
-                             str(tmp / "cp" / f"{name}-{rnd}"), args.records)
+                             f"{cp}/{name}-{rnd}", args.records)
                 row[name] = r
                 print(f"  round {rnd + 1} {name:<11} {r['seconds']:7.2f} s {r['rps']:>12,.0f} records/s  "
                       f"cpu {r['cpu_seconds']:6.2f} s  (batches {r['spark_ms']['batches']}, checked {r['checked']})",
@@ -397,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
             "on_failure": args.on_failure,
             "master": args.master,
             "java_options": args.java_options,
+            "checkpoints": cp if store is not None else "local",
             "variants": {name: JOBS[name].description for name in variants},
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                         "spark": spark.version, "loadavg_before": load_before, "loadavg_after": load_after},

@@ -21,6 +21,11 @@ The scopes are Cloudflow's, without its `cloudflow.` prefix:
     topics.<id>.partitions|replication-factor = n        a topic of the blueprint
     topics.<id>.config.<Kafka topic config> = value
     kafka.bootstrap-servers = "host:port,..."
+    kafka.security.<key> = value                         how Kafka clients connect: protocol, ca-file,
+                                                         verify-hostname, cert-file, key-file, key-password-file|env,
+                                                         sasl-mechanism, username, password-file|env
+                                                         (streamlets.kafka_security; files relative to the config file)
+    kafka.embedded-broker.security = none|sasl-ssl|mtls  `blueprint run`'s own broker, secured
 
 `check_config` reports every unknown key, wrong type and failing value at once, with the file,
 line and column where the file has them (HOCON positions are found again in the text).
@@ -36,16 +41,21 @@ from typing import Any, Iterable
 import yaml
 from yaml.constructor import SafeConstructor
 
+from pydantic import ValidationError
+
 from streamlets.errors import ConfigError
+from streamlets.kafka_security import CONFIG_KEYS, PATH_KEYS, KafkaSecurity
+from streamlets.runtime.object_store import STORAGE_KEYS, StorageConfigError, object_store
 from streamlets.settings import ASYNC, AT_LEAST_ONCE, SETTINGS, parse_progress_tracking
 
 from .errors import BlueprintLoadError
 from .nodes import compose
 from .problems import Problem, make_problem
-from .scopes import (CONFIG_PARAMETERS, DELIVERY, KUBERNETES, ON_FAILURE, PROGRESS_TRACKING, STREAMLET_SETTINGS, TRIGGER,
+from .scopes import (BOOTSTRAP_SERVERS, EMBEDDED_BROKER, EMBEDDED_BROKER_SECURITY, KAFKA, KAFKA_SECURITY,
+                     CONFIG_PARAMETERS, DELIVERY, KUBERNETES, ON_FAILURE, PROGRESS_TRACKING, STREAMLET_SETTINGS, TRIGGER,
                      POD_KEYS, POD_METADATA, POD_ROLES, RUNTIME_SECTIONS,
-                     RUNTIMES, SPARK, STREAMLET_SECTIONS, STREAMLETS, TOP_LEVEL, TOPIC_SETTINGS, TOPICS, VOLUME_MOUNTS,
-                     parse_scope, setting_value)
+                     RUNTIMES, SPARK, STORAGE, STREAMLET_SECTIONS, STREAMLETS, TOP_LEVEL, TOPIC_SETTINGS, TOPICS,
+                     VOLUME_MOUNTS, parse_scope, setting_value)
 from .verify import Resolved
 from .errors import BlueprintError
 
@@ -143,6 +153,7 @@ def check_config(r: Resolved, entries: list[Entry]) -> list[Problem]:
     given = {(s.owner, s.item) for s in scopes if s.is_streamlet(CONFIG_PARAMETERS)}
     problems += check_real_time(r, entries)
     problems += check_progress_tracking(r, entries)
+    problems += check_kafka_security(entries)
     for name, cls in r.classes.items():
         for param in cls.config_parameters():
             if param.default is None and (name, param.key) not in given:
@@ -221,12 +232,58 @@ def _check_entry(r: Resolved, e: Entry) -> list[Problem]:
             _check_kubernetes(scope.rest, e.value, problem)
     if scope.top == TOPICS:
         return _check_topic_entry(r, e, problem)
+    if scope.top == STORAGE:
+        return _check_storage_entry(e, problem)
     # kafka
-    if (scope.section, scope.rest) != ("bootstrap-servers", ()):
-        return problem("unknown-config-key", "the kafka section has only bootstrap-servers")
+    if scope.section == KAFKA_SECURITY:
+        if scope.item not in CONFIG_KEYS:
+            return problem("unknown-config-key", f"no Kafka security setting {scope.item!r}",
+                           f"use one of {', '.join(CONFIG_KEYS)}")
+        return []  # the values together: check_kafka_security
+    if (scope.section, scope.rest) == (EMBEDDED_BROKER, ("security",)):
+        if str(e.value) not in EMBEDDED_BROKER_SECURITY:
+            return problem("invalid-config-value", f"{e.value!r}: use one of {', '.join(EMBEDDED_BROKER_SECURITY)}")
+        return []
+    if (scope.section, scope.rest) != (BOOTSTRAP_SERVERS, ()):
+        return problem("unknown-config-key", "the kafka section has bootstrap-servers, security.<key> and "
+                                             "embedded-broker.security")
     servers = ",".join(e.value) if isinstance(e.value, list) else str(e.value)
     if not _SERVERS.match(servers.replace(" ", "")):
         return problem("invalid-config-value", f"{e.value!r} is not a list of host:port")
+    return []
+
+
+def kafka_security(entries: Iterable[Entry]) -> KafkaSecurity | None:
+    """The Kafka security of the `kafka.security.*` entries (a later entry for a key wins), files
+    relative to the folder of the entry's config file (the current folder for command-line
+    entries); None when there is none. ValueError naming the keys and what is wrong."""
+    values: dict[str, Any] = {}
+    for e in entries:
+        scope = parse_scope(e.parts)
+        if scope.top == KAFKA and scope.section == KAFKA_SECURITY and scope.item in CONFIG_KEYS:
+            value = e.value
+            if scope.item in PATH_KEYS:
+                base = Path.cwd() if e.source == COMMAND_LINE else Path(e.source).parent
+                value = str((base / str(value)).resolve())
+            values[scope.item] = value
+    if not values:
+        return None
+    try:
+        return KafkaSecurity.from_config(values)
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = next((k for k, f in CONFIG_KEYS.items() if first["loc"] and f == first["loc"][0]), None)
+        what = first["msg"].removeprefix("Value error, ")
+        raise ValueError(f"kafka.security.{field}: {what}" if field else f"kafka.security: {what}") from None
+
+
+def check_kafka_security(entries: list[Entry]) -> list[Problem]:
+    """The `kafka.security.*` settings together (kafka_security): one problem at the last of them."""
+    try:
+        kafka_security(entries)
+    except ValueError as err:
+        last = [e for e in entries if (parse_scope(e.parts).top, parse_scope(e.parts).section) == (KAFKA, KAFKA_SECURITY)][-1]
+        return [make_problem("invalid-config-value", str(err), last.source, last.line, last.column)]
     return []
 
 
@@ -418,6 +475,16 @@ def _check_kubernetes(parts: tuple[str, ...], value: Any, problem) -> list[Probl
     m = _QUANTITY.match(text)
     if isinstance(value, bool) or not m or float(m.group(1)) <= 0:
         return problem("invalid-config-value", f"{value!r} is not a CPU quantity such as 1, 0.5 or 500m")
+    return []
+
+
+def _check_storage_entry(e: Entry, problem) -> list[Problem]:
+    key = ".".join(e.parts[1:])
+    code = "invalid-config-value" if key in STORAGE_KEYS else "unknown-config-key"
+    try:  # streamlets.runtime.object_store checks each key (a root for the others to go with)
+        object_store({key: e.value} if key == "checkpoints" else {"checkpoints": "s3a://bucket", key: e.value})
+    except StorageConfigError as err:
+        return problem(code, str(err).split(": ", 1)[-1])
     return []
 
 

@@ -14,6 +14,10 @@ streamlets configure`; each decides what it accepts, this module only says what 
     topics.<id>.partitions|replication-factor      a topic of the blueprint
     topics.<id>.config.<Kafka topic config>
     kafka.bootstrap-servers
+    kafka.security.<key>                           how clients connect (streamlets.kafka_security.CONFIG_KEYS)
+    kafka.embedded-broker.security                 the sandbox's own broker: none | sasl-ssl | mtls
+    storage.checkpoints | storage.s3a.<key>         the state root on an object store (the sandbox's;
+                                                   streamlets.runtime.object_store declares the keys)
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamlets import settings as _settings
+from streamlets.runtime import object_store as _object_store
 from streamlets.settings import SETTINGS
 
 STREAMLETS, RUNTIMES, TOPICS, KAFKA = "streamlets", "runtimes", "topics", "kafka"
-TOP_LEVEL = (STREAMLETS, RUNTIMES, TOPICS, KAFKA)
+STORAGE = _object_store.STORAGE
+TOP_LEVEL = (STREAMLETS, RUNTIMES, TOPICS, KAFKA, STORAGE)
 DEPLOY_ONLY_TOP_LEVEL = (RUNTIMES, TOPICS, KAFKA)  # the sandbox reads runtimes.spark.config only
 CONFIG_PARAMETERS, VOLUME_MOUNTS, SPARK, KUBERNETES = "config-parameters", "volume-mounts", "spark", "kubernetes"
 STREAMLET_SECTIONS = (CONFIG_PARAMETERS, VOLUME_MOUNTS, SPARK, KUBERNETES)
@@ -41,6 +47,11 @@ TOPIC_SETTINGS = ("partitions", "replication-factor")  # and config.<key>
 POD_ROLES = ("driver", "executor")
 POD_KEYS = ("cores", "core-limit", "memory", "memory-overhead")  # and executor.instances
 POD_METADATA = ("labels", "annotations")
+# kafka.<section>: the cluster's address, how clients connect (kafka.security.<key>: the keys of
+# streamlets.kafka_security.CONFIG_KEYS), and the sandbox's embedded broker
+# (kafka.embedded-broker.security: one of EMBEDDED_BROKER_SECURITY; blueprint.sandbox.kafka_broker).
+BOOTSTRAP_SERVERS, KAFKA_SECURITY, EMBEDDED_BROKER = "bootstrap-servers", "security", "embedded-broker"
+EMBEDDED_BROKER_SECURITY = ("none", "sasl-ssl", "mtls")
 
 
 @dataclass(frozen=True)

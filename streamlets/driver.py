@@ -55,7 +55,7 @@ def serve_metrics(runtime: StreamletRuntime, run: StreamletRunConfig,
 
         from .runtime.metrics import runtime_registry
 
-        registry = runtime_registry(runtime, run.app_id, run.bootstrap_servers)
+        registry = runtime_registry(runtime, run.app_id, run.kafka())
         server, _ = start_http_server(port, addr="0.0.0.0", registry=registry)
     except Exception as e:  # the metrics never stop the streamlet
         log.warning("metrics: not served: %s: %s", type(e).__name__, e)

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from .errors import StreamletError
 from .ports import AvroInlet, AvroOutlet
+from .sources import MOUNT, load_named, source_name
 from .streamlet import Streamlet
 from .volumes import VolumeMount
 
@@ -65,14 +66,16 @@ def read_files(ctx: "LogicContext", mount: VolumeMount | str, schema: str, *, fi
     name and rename it when complete. `files_per_trigger`: at most that many files per
     micro-batch (Spark's `maxFilesPerTrigger`; None: every new file). `options` come on top of
     INGRESS_DEFAULTS (CSV: a header row; CSV and JSON: FAILFAST, a malformed file fails the query).
-    `file_format`: any format of Spark's file source (csv, json, parquet, orc, text)."""
+    `file_format`: any format of Spark's file source (csv, json, parquet, orc, text). The source is
+    named `mount_<mount>` in the query's checkpoint (streamlets.sources)."""
     merged: dict[str, Any] = {**INGRESS_DEFAULTS.get(file_format, {}), **(options or {})}
     if files_per_trigger is not None:
         merged["maxFilesPerTrigger"] = files_per_trigger
     reader = ctx.spark.readStream.format(file_format).schema(schema)
     for key, value in merged.items():
         reader = reader.option(key, str(value).lower() if isinstance(value, bool) else str(value))
-    return reader.load(str(ctx.mounted_path(mount)))
+    name = mount if isinstance(mount, str) else mount.name
+    return load_named(ctx.spark, reader, source_name(MOUNT, name), str(ctx.mounted_path(mount)))
 
 
 class FileIngress(Streamlet):

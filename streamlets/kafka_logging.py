@@ -32,5 +32,11 @@ def kafka_logger() -> logging.Logger:
 
 
 def client_config(conf: Mapping[str, Any]) -> dict[str, Any]:
-    """A confluent-kafka client config (`bootstrap.servers`...) with `logger` set to kafka_logger()."""
+    """A confluent-kafka client config (`bootstrap.servers`...) with `logger` set to kafka_logger().
+
+    A `bootstrap.servers` that is a streamlets.kafka_security.KafkaConnection brings its security
+    settings in librdkafka's names (secrets read now: KafkaSecurityError if one cannot be)."""
+    librdkafka = getattr(conf.get("bootstrap.servers"), "librdkafka", None)  # a KafkaConnection (which imports this)
+    if librdkafka is not None:
+        conf = {**conf, **librdkafka()}
     return {**conf, "logger": kafka_logger()}

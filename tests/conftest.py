@@ -14,8 +14,9 @@ from support import profiles
 # spark: support/spark.py; kafka_broker: support/kafka.py; the real Kubernetes API server
 # (toolchain, kube_env, kube, kube_namespace): tests/kube/fixtures.py; the one-node cluster
 # (kube_cluster, cluster_namespace): tests/kube/cluster_fixtures.py; the operator's (cluster, built,
-# api): support/kube_operator.py.
-pytest_plugins = ["support.spark", "support.kafka", "kube.fixtures", "kube.cluster_fixtures", "support.kube_operator"]
+# api): support/kube_operator.py; MinIO, an S3 server (minio): support/minio.py.
+pytest_plugins = ["support.spark", "support.kafka", "kube.fixtures", "kube.cluster_fixtures", "support.kube_operator",
+                  "support.minio"]
 
 profiles.load()
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import typer
 from ..configcheck import key_value
+from ..scopes import EMBEDDED_BROKER_SECURITY
 from ..loader import BlueprintLoadError, BlueprintReadError, load_blueprint
 from ..model import Blueprint
 from ..problems import make_problem, report_order
@@ -61,6 +62,9 @@ def verify(
               internal=lambda e: f"internal error while verifying {file}: {type(e).__name__}: {e}")
 
 
+BrokerSecurity = Enum("BrokerSecurity", {mode: mode for mode in EMBEDDED_BROKER_SECURITY}, type=str)  # type: ignore[misc]
+
+
 @app.command()
 def run(
     file: Path = typer.Argument(..., help="the blueprint file (YAML)", show_default=False),
@@ -70,7 +74,12 @@ def run(
                                           "streamlets.stats.config-parameters.watermark-delay=2h", show_default=False),
     state_dir: Path | None = typer.Option(None, "--state-dir", help="checkpoints, Kafka data and logs "
                                           "[default: .streamlets/<app id>]"),
-    kafka: str | None = typer.Option(None, "--kafka", help="HOST:PORT of an external Kafka broker instead of the embedded one"),
+    kafka: str | None = typer.Option(None, "--kafka", help="HOST:PORT of an external Kafka broker instead of the "
+                                     "embedded one (how to reach it: kafka.security.* in the run config)"),
+    broker_security: BrokerSecurity | None = typer.Option(
+        None, "--broker-security", help="secure the embedded broker like a production one: sasl-ssl (SCRAM users) "
+        "or mtls (client certificates), certificates made under the state folder [default: "
+        "kafka.embedded-broker.security, else none]"),
     exit_when_done: bool = typer.Option(False, "--exit-when-done", help="stop once all input is processed"),
     idle_seconds: float = typer.Option(5.0, "--idle-seconds", help="with --exit-when-done: quiet seconds that mean done"),
     trigger: str = typer.Option("1 second", "--trigger", help="micro-batch interval (Spark processingTime trigger); 0 for as fast as possible"),
@@ -109,7 +118,8 @@ def run(
             partitions[pair[0]] = int(pair[1])
         return _run(file, config, overrides or [], state_dir, kafka, exit_when_done, idle_seconds, trigger, timeout,
                     fresh, restores, savepoints, branch, partitions,
-                    restarts=(max_restarts, restart_backoff), ui=ui, ui_host=ui_host)
+                    restarts=(max_restarts, restart_backoff), ui=ui, ui_host=ui_host,
+                    broker_security=broker_security.value if broker_security else None)
 
     try:  # an unexpected environment problem is one line too, no traceback
         code = guard(body, internal=lambda e: f"{type(e).__name__}: {e}", families=False)
@@ -122,7 +132,7 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
          exit_when_done: bool, idle_seconds: float, trigger: str, timeout: float | None, fresh: bool,
          restores: dict[str, str] | None = None, savepoints: str | None = None, branch: bool = False,
          state_partitions: dict[str, int] | None = None, restarts: tuple[int, float] = (3, 2.0),
-         ui: int | None = None, ui_host: str = "127.0.0.1") -> int:
+         ui: int | None = None, ui_host: str = "127.0.0.1", broker_security: str | None = None) -> int:
     from ..configcheck import ConfigReadError, checked_entries
     from ..loader import import_streamlets
     from ..sandbox.diskspace import full_disk_message, is_full_disk_error
@@ -166,7 +176,7 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
                              trigger=None if trigger.strip() in ("0", "0s", "") else trigger, timeout=timeout,
                              restores=restores or {}, savepoints=savepoints, branch=branch,
                              state_partitions=state_partitions or {}, max_restarts=restarts[0], restart_backoff=restarts[1],
-                             ui_port=ui, ui_host=ui_host)
+                             ui_port=ui, ui_host=ui_host, broker_security=broker_security, fresh=fresh)
     for option, names in (("--restore", restores), ("--state-partitions", state_partitions)):
         unknown = sorted(set(names or {}) - set(blueprint.streamlets))
         if unknown:  # before the state folder is touched

@@ -12,6 +12,9 @@ turns CliError and the known error families into that line and the exit code:
 - blueprint.deploy.build.BuildError from `render_application`: verify's problem report on
   stderr, then `error: nothing was built`, exit 1; its DeployInputError (a bad option, an
   unreadable file): exit 2;
+- streamlets.kafka_security's KafkaSecurityError (a secret or certificate file the Kafka
+  settings name cannot be read): exit 2; its ConnectionCheckError (the broker refuses or cannot
+  be reached): exit 1;
 - anything else (a bug of ours, Spark's failure): `explain` may turn it into a CliError
   (I/O errors, API errors), else one line from `internal` with exit 2.
 """
@@ -101,6 +104,10 @@ def guard(body: Callable[[], T], *, explain: Callable[[Exception], CliError | No
             raise typer.Exit(_report_build(e)) from None
         if families and _is_a(e, "blueprint.deploy.build", "DeployInputError"):
             fail(str(e), EXIT_USAGE)
+        if families and _is_a(e, "streamlets.kafka_security", "KafkaSecurityError"):
+            fail(str(e), EXIT_USAGE)
+        if families and _is_a(e, "streamlets.kafka_security", "ConnectionCheckError"):
+            fail(str(e), EXIT_PROBLEMS)
         explained = explain(e) if explain else None
         if explained is not None:
             fail(explained.message, explained.code)

@@ -3,7 +3,9 @@
 A sandbox application keeps its checkpoints in `<state dir>/checkpoints/<app>/<streamlet>/<query>`
 (state dir: `--state-dir`, default `.streamlets/<app id>`; the layout: streamlets.runtime.layout);
 its savepoints go to `<state dir>/savepoints` unless `--savepoints` names another folder or a
-Hadoop URI (s3a://, abfss://...). Everything here works while the application runs: savepoints copy only committed
+Hadoop URI (s3a://, abfss://...). With `--config`, a run config whose `storage` section puts
+the state on an object store (streamlets.runtime.object_store), the checkpoints and savepoints are
+read there, with its endpoint and the credentials of the environment. Everything here works while the application runs: savepoints copy only committed
 micro-batches and Spark's state data source only reads. Commands that change a state folder respect its
 owner: `state repartition` of a checkpoint in a state folder that a sandbox (or another command)
 holds is refused with one line naming it (blueprint.sandbox.statelock); `savepoint take` holds
@@ -25,6 +27,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from streamlets.kafka_security import KafkaConnection, KafkaSecurity
 from streamlets.runtime.layout import StateLayout
 
 from ..configcheck import key_value
@@ -38,6 +41,42 @@ state_app = command_app(help="The state of a checkpoint or savepoint: export it 
 def state_layout(state_dir: Path | None, app_id: str) -> StateLayout:
     """The state folder `state_dir` (absolute), else the application's default one."""
     return StateLayout(str(state_dir.resolve())) if state_dir else StateLayout.sandbox_default(app_id)
+
+
+CONFIG_HELP = ("a run config whose storage section (storage.checkpoints, storage.s3a.*) puts checkpoints and savepoints "
+               "on an object store")
+
+
+def object_store_of(config: Path | None):
+    """The ObjectStore of the run config's `storage` section (None without one), or one line
+    (fail) naming the file and key, or the missing credentials."""
+    if config is None:
+        return None
+    from ..sandbox.localconfig import LocalConfigError, load_storage
+
+    try:
+        store = load_storage(config, [])
+    except LocalConfigError as e:
+        fail(str(e), EXIT_USAGE)
+    missing = store.missing_credentials() if store is not None else None
+    if missing:
+        fail(missing, EXIT_USAGE)
+    return store
+
+
+def durable_layout(state_dir: Path | None, app_id: str, store) -> StateLayout:
+    """Where checkpoints and savepoints are: the object store's root, else the state folder."""
+    return store.layout() if store is not None else state_layout(state_dir, app_id)
+
+
+def store_session(store):
+    """A local SparkSession that reaches the object store (its settings and S3A connector), or None
+    without one (local paths need none)."""
+    if store is None or not store.is_s3a:
+        return None
+    from streamlets.runtime.spark_session import build_spark_session
+
+    return build_spark_session("blueprint-savepoints", master="local[1]", store=store)
 
 
 def blueprint_and_classes(file: Path):
@@ -56,19 +95,43 @@ def blueprint_and_classes(file: Path):
     return bp, classes
 
 
-def sandbox_bootstrap(bp, state_dir: Path | None, kafka: str | None) -> str:
-    """`kafka` if given, else the bootstrap servers of the sandbox running `bp` (its
-    `<state dir>/sandbox.json`); fail with one line saying how to start or name it."""
+KAFKA_CONFIG_HELP = "with --kafka: a run config whose kafka.security.* says how to reach it (TLS, SASL)"
+
+
+def sandbox_bootstrap(bp, state_dir: Path | None, kafka: str | None, config: Path | None = None) -> KafkaConnection:
+    """`kafka` if given, with the kafka.security.* of the run config `config` (PLAINTEXT without
+    one), else the Kafka connection of the sandbox running `bp` (its `<state dir>/sandbox.json`:
+    bootstrap servers and security); fail with one line saying how to start or name it, or what
+    is wrong with the config."""
     if kafka is not None:
-        return kafka
+        return KafkaConnection(bootstrap_servers=kafka, security=_config_security(config))
+    if config is not None:
+        fail("--config goes with --kafka (the running sandbox's own settings are used without it)", EXIT_USAGE)
     info = Path(state_layout(state_dir, bp.app_id).sandbox_info)
     if not info.is_file():
         fail(f"no running sandbox of {bp.app_id!r} ({info} is missing): start it with `blueprint run`, "
              "or give --kafka or --state-dir")
     try:
-        return str(json.loads(info.read_text())["bootstrap_servers"])
+        found = json.loads(info.read_text())
+        return KafkaConnection(bootstrap_servers=str(found["bootstrap_servers"]),
+                               security=KafkaSecurity.model_validate(found.get("kafka_security") or {}))
     except (OSError, ValueError, KeyError, TypeError) as e:
         fail(f"cannot read {info} ({e}): is the sandbox running? Give --kafka instead", EXIT_USAGE)
+
+
+def _config_security(config: Path | None) -> KafkaSecurity:
+    """The kafka.security.* of the run config `config` (blueprint.configcheck.kafka_security)."""
+    from ..configcheck import ConfigReadError, config_entries, kafka_security
+
+    if config is None:
+        return KafkaSecurity()
+    try:
+        entries, problems = config_entries([config], [])
+        if problems:
+            fail(f"{problems[0].file}: {problems[0].message}", EXIT_USAGE)
+        return kafka_security(entries) or KafkaSecurity()
+    except (ConfigReadError, ValueError) as e:
+        fail(f"{config}: {e}", EXIT_USAGE)
 
 
 @contextlib.contextmanager
@@ -116,25 +179,28 @@ def take(
     state_dir: Path | None = typer.Option(None, "--state-dir", help="the sandbox's state folder [default: .streamlets/<app id>]"),
     savepoints: str | None = typer.Option(None, "--savepoints", help="savepoint root: a folder or Hadoop URI [default: <state dir>/savepoints]"),
     reason: str = typer.Option("manual", "--reason", help="recorded in the manifest"),
+    config: Path | None = typer.Option(None, "--config", "-c", help=CONFIG_HELP),
 ) -> None:
     """Take a savepoint of streamlets of a (running or stopped) sandbox application."""
     from streamlets.runtime.checkpoint import query_folders
     from streamlets.state.savepoint import batch_ids, take_savepoint
 
     from ..ops.model import batch_ids_text
-    from streamlets.runtime.storage import LocalStorage
+    from streamlets.runtime.storage import storage_for
 
     bp, classes = blueprint_and_classes(file)
-    layout = state_layout(state_dir, bp.app_id)
-    state = Path(layout.root)
+    store = object_store_of(config)
+    state = Path(state_layout(state_dir, bp.app_id).root)
+    layout = durable_layout(state_dir, bp.app_id, store)
     root = savepoints or layout.savepoints
     unknown = sorted(set(streamlets or []) - set(bp.streamlets))
     if unknown:
         fail(f"{file} has no streamlet {', '.join(map(repr, unknown))} (it has {', '.join(bp.streamlets)})", EXIT_USAGE)
 
     def body():
+        spark = store_session(store)
         names = streamlets or [n for n in bp.streamlets
-                               if query_folders(LocalStorage(), layout.checkpoints(bp.app_id, n))]
+                               if query_folders(storage_for(layout.checkpoints(), spark), layout.checkpoints(bp.app_id, n))]
         if not names:
             fail(f"no checkpoints under {layout.checkpoints(bp.app_id)}: run the application first "
                  "(`blueprint run`), or give --state-dir")
@@ -142,7 +208,7 @@ def take(
         for name in names:
             with _state_lock(state, "blueprint savepoint take", shared_with_a_run=True):
                 sp = take_savepoint(layout.checkpoints(bp.app_id, name), root, app_id=bp.app_id, streamlet=name,
-                                    cls=classes[name], reason=reason)
+                                    cls=classes[name], reason=reason, spark=spark)
             table.add_row(sp["id"], name, batch_ids_text(batch_ids(sp)), sp["path"])
         Console().print(table)
     _guard(body)
@@ -155,6 +221,7 @@ def list_(
     savepoints: str | None = typer.Option(None, "--savepoints", help="savepoint root [default: <state dir>/savepoints]"),
     streamlet: str | None = typer.Option(None, "--streamlet", "-s", help="only this streamlet's"),
     as_json: bool = typer.Option(False, "--json", help="the manifests as a JSON array"),
+    config: Path | None = typer.Option(None, "--config", "-c", help=CONFIG_HELP),
 ) -> None:
     """List complete savepoints, oldest first."""
     from streamlets.state.savepoint import batch_ids, list_savepoints
@@ -169,13 +236,14 @@ def list_(
             app_id = load_blueprint(file).app_id
         except BlueprintLoadError as e:
             fail(str(e), EXIT_USAGE)
+    store = object_store_of(config)
     if savepoints is None:
-        if app_id is None and state_dir is None:
-            fail("give a blueprint file, --state-dir or --savepoints", EXIT_USAGE)
-        savepoints = state_layout(state_dir, app_id or "").savepoints
+        if app_id is None and state_dir is None and store is None:
+            fail("give a blueprint file, --state-dir, --config or --savepoints", EXIT_USAGE)
+        savepoints = durable_layout(state_dir, app_id or "", store).savepoints
 
     def body():
-        found = list_savepoints(savepoints, app_id, streamlet)
+        found = list_savepoints(savepoints, app_id, streamlet, spark=store_session(store))
         if as_json:
             print(json.dumps(found, indent=2))
             return
@@ -191,25 +259,33 @@ def list_(
 def inspect(
     ref: str = typer.Argument(..., help="a savepoint's path, or its id with --savepoints", show_default=False),
     savepoints: str | None = typer.Option(None, "--savepoints", help="savepoint root to find an id in"),
+    config: Path | None = typer.Option(None, "--config", "-c", help=CONFIG_HELP),
 ) -> None:
     """Print a savepoint's manifest (JSON)."""
     from streamlets.state.savepoint import resolve_savepoint
 
-    _guard(lambda: print(json.dumps(resolve_savepoint(ref, savepoints), indent=2, sort_keys=True)))
+    store = object_store_of(config)
+    root = savepoints or (store.layout().savepoints if store is not None else None)
+    _guard(lambda: print(json.dumps(resolve_savepoint(ref, root, store_session(store)), indent=2, sort_keys=True)))
 
 
 @savepoint_app.command("dispose")
 def dispose(
     refs: list[str] = typer.Argument(..., help="savepoint paths, or ids with --savepoints", show_default=False),
     savepoints: str | None = typer.Option(None, "--savepoints", help="savepoint root to find ids in"),
+    config: Path | None = typer.Option(None, "--config", "-c", help=CONFIG_HELP),
 ) -> None:
     """Delete savepoints."""
     from streamlets.state.savepoint import dispose_savepoint, resolve_savepoint
 
+    store = object_store_of(config)
+    root = savepoints or (store.layout().savepoints if store is not None else None)
+
     def body():
+        spark = store_session(store)
         for ref in refs:
-            sp = resolve_savepoint(ref, savepoints)
-            dispose_savepoint(sp["path"])
+            sp = resolve_savepoint(ref, root, spark)
+            dispose_savepoint(sp["path"], spark)
             print(f"disposed {sp['id']} ({sp['path']})")
     _guard(body)
 
@@ -285,6 +361,7 @@ def control(
                                    "reload-config: config-parameter values)"),
     state_dir: Path | None = typer.Option(None, "--state-dir", help="the running sandbox's state folder [default: .streamlets/<app id>]"),
     kafka: str | None = typer.Option(None, "--kafka", help="HOST:PORT of the application's Kafka [default: the running sandbox's]"),
+    config: Path | None = typer.Option(None, "--config", "-c", help=KAFKA_CONFIG_HELP),
     timeout: float = typer.Option(120, "--timeout", help="seconds to wait for the results"),
 ) -> None:
     """Send a command on the application's control stream and print each streamlet's result."""
@@ -310,20 +387,20 @@ def control(
         if pair is None:
             fail(f"--arg {item!r}: expected KEY=VALUE", EXIT_USAGE)
         parsed[pair[0]] = pair[1]
-    kafka = sandbox_bootstrap(bp, state_dir, kafka)
+    connection = sandbox_bootstrap(bp, state_dir, kafka, config)
 
     def body():
         if custom:  # answered, if at all, by the streamlet's own outlets
             cmd = Command.custom(command, streamlet, parsed)
-            send_command(kafka, bp.app_id, cmd)
+            send_command(connection, bp.app_id, cmd)
             print(f"sent custom command {command!r} (id {cmd.id}) to {control_topic(bp.app_id)}")
             return
         cmd = Command(command, streamlet, parsed)
-        consumer = results_consumer(kafka, bp.app_id)
+        consumer = results_consumer(connection, bp.app_id)
         try:
-            send_command(kafka, bp.app_id, cmd)
+            send_command(connection, bp.app_id, cmd)
             expected = {streamlet} if streamlet else set(bp.streamlets)
-            results = await_results(kafka, bp.app_id, cmd.id, expected, timeout, consumer=consumer)
+            results = await_results(connection, bp.app_id, cmd.id, expected, timeout, consumer=consumer)
         finally:
             consumer.close()
         table = Table("streamlet", "status", "batch ids", "location", "message", box=None)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from streamlets.schema import AvroSchema
 
 from .errors import EXIT_USAGE, command_app, fail, guard
-from .state import blueprint_and_classes, sandbox_bootstrap
+from .state import KAFKA_CONFIG_HELP, blueprint_and_classes, sandbox_bootstrap
 
 topic_app = command_app(help="The records of an application's topics.")
 
@@ -53,15 +53,16 @@ def tail(
     follow: bool = typer.Option(False, "--follow", "-f", help="keep printing records as they arrive, until Ctrl-C"),
     state_dir: Path | None = typer.Option(None, "--state-dir", help="the running sandbox's state folder [default: .streamlets/<app id>]"),
     kafka: str | None = typer.Option(None, "--kafka", help="HOST:PORT of the application's Kafka [default: the running sandbox's]"),
+    config: Path | None = typer.Option(None, "--config", "-c", help=KAFKA_CONFIG_HELP),
     timeout: float = typer.Option(10, "--timeout", help="seconds to wait for Kafka's answers"),
 ) -> None:
     """Print a topic's newest records (or all, or as they come) as JSON Lines, decoded with the
     topic's Avro schema."""
-    guard(lambda: _tail(file, topic, last, from_beginning, follow, state_dir, kafka, timeout))
+    guard(lambda: _tail(file, topic, last, from_beginning, follow, state_dir, kafka, timeout, config))
 
 
 def _tail(file: Path, topic: str, last: int, from_beginning: bool, follow: bool, state_dir: Path | None,
-          kafka: str | None, timeout: float) -> None:
+          kafka: str | None, timeout: float, config: Path | None = None) -> None:
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
     from streamlets.files import iso_utc, json_value
@@ -76,7 +77,9 @@ def _tail(file: Path, topic: str, last: int, from_beginning: bool, follow: bool,
     schema = topic_schema(bp, classes, topic)
     if schema is None:
         fail(f"topic {topic!r} has no producer or consumer port whose schema would decode it", EXIT_USAGE)
-    bootstrap = sandbox_bootstrap(bp, state_dir, kafka)
+    bootstrap = sandbox_bootstrap(bp, state_dir, kafka, config)
+    if bootstrap.security.protocol != "PLAINTEXT":  # a refused password or certificate: that, in one line
+        bootstrap.check(timeout)
     name = bp.topics[topic].kafka_name(bp.app_id)
     parsed = schema.parsed()
     consumer = Consumer(client_config({"bootstrap.servers": bootstrap, "group.id": "streamlets-topic-tail",

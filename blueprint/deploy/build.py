@@ -36,7 +36,7 @@ from ..model import Blueprint
 from ..problems import Problem, make_problem, report_order
 from streamlets.settings import SETTINGS
 
-from ..scopes import (CONFIG_PARAMETERS, KAFKA, RUNTIMES, SPARK, STREAMLETS, TOPICS, VOLUME_MOUNTS, parse_scope,
+from ..scopes import (BOOTSTRAP_SERVERS, CONFIG_PARAMETERS, KAFKA, RUNTIMES, SPARK, STREAMLETS, TOPICS, VOLUME_MOUNTS, parse_scope,
                       setting_value)
 from ..topics import dead_letter_topic, topic_bindings
 from ..verify import Resolved, check
@@ -199,7 +199,7 @@ class _Settings:
                 self.topic_config.setdefault(scope.owner, {})[scope.item] = e.value
             else:
                 self.topics.setdefault(scope.owner, {})[scope.section] = e.value
-        elif scope.top == KAFKA:
+        elif scope.top == KAFKA and scope.section == BOOTSTRAP_SERVERS:
             value = e.value
             self.bootstrap_servers = ",".join(map(str, value)) if isinstance(value, list) else str(value).replace(" ", "")
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from streamlets.kafka_logging import client_config
+from streamlets.kafka_security import KafkaConnection
 from streamlets.schema import decode
 
 from .model import DeadLetterView
 
 
-def recent_dead_letters(bootstrap: str, topic: str, limit: int = 20, timeout: float = 5.0) -> list[DeadLetterView]:
+def recent_dead_letters(bootstrap: str | KafkaConnection, topic: str, limit: int = 20, timeout: float = 5.0) -> list[DeadLetterView]:
     """The last `limit` dead letters of `topic` (at most, over all partitions), newest first.
     Reads read_committed from each partition's end minus `limit`; an absent topic or a broker that
     does not answer within `timeout` seconds gives none. Raises nothing for Kafka."""

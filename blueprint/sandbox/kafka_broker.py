@@ -26,7 +26,9 @@ import uuid
 
 from streamlets.cache import cache_root
 from streamlets.kafka_logging import client_config
+from streamlets.kafka_security import ConnectionCheckError, KafkaConnection, KafkaSecurity
 from ..errors import BlueprintError
+from ..scopes import EMBEDDED_BROKER_SECURITY
 
 KAFKA_VERSION = "4.1.1"
 LOG4J_VERSION = "2.24.3"
@@ -39,6 +41,13 @@ _prctl = getattr(ctypes.CDLL(None), "prctl", None)  # looked up here, not betwee
 
 class BrokerError(BlueprintError, RuntimeError):
     """The broker could not be resolved, started, stopped or administered."""
+
+
+# The embedded broker's client listener: plain, SASL_SSL with SCRAM users, or TLS with client
+# certificates (mutual TLS). `blueprint run --broker-security` / kafka.embedded-broker.security.
+SECURITY_MODES = EMBEDDED_BROKER_SECURITY
+SANDBOX_USER = "sandbox"  # the SCRAM user (sasl-ssl) and the client certificate's CN (mtls) clients use
+SCRAM_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256")
 
 
 # --------------------------------------------------------------------------------------------
@@ -157,17 +166,34 @@ class KafkaBroker:
     ``host`` is the address the client listener binds and advertises (Kafka's ``listeners`` and
     ``advertised.listeners``): loopback for the sandbox; a local cluster's pods need an address of
     this machine they can route to (the node's IP). The controller listener stays on loopback.
+
+    ``security`` (one of SECURITY_MODES) secures the client listener like a production broker:
+
+    - ``"sasl-ssl"``: SASL_SSL with SCRAM-SHA-512 and SCRAM-SHA-256; the user ``sandbox`` with a
+      password made at the first start (``users/sandbox.password``); ``add_scram_user`` adds more.
+    - ``"mtls"``: SSL with ``ssl.client.auth=required``: clients present a certificate the
+      broker's CA signed (``tls/client.pem``, ``tls/client.key``, CN ``sandbox``).
+
+    Certificates are made at the first start with openssl under ``tls/`` (blueprint.sandbox.certs:
+    ``ca.pem`` the CA clients trust; the broker's, naming ``host``, localhost and 127.0.0.1) and
+    reused after. A secured broker also listens on a loopback PLAINTEXT listener
+    (``internal_port``: inter-broker traffic, and where the SCRAM users are written).
+    ``client_security()`` / ``connection()`` say how a client connects.
     """
 
     def __init__(self, state_dir: pathlib.Path, *, port: int | None = None, controller_port: int | None = None,
-                 version: str = KAFKA_VERSION, heap: str = "512m", host: str = "127.0.0.1"):
+                 version: str = KAFKA_VERSION, heap: str = "512m", host: str = "127.0.0.1", security: str = "none"):
+        if security not in SECURITY_MODES:
+            raise BrokerError(f"broker security {security!r}: use one of {', '.join(SECURITY_MODES)}")
         self.state_dir = pathlib.Path(state_dir)
         self.host = host
         self.version = version
         self.heap = heap
+        self.security = security
         self._requested = (port, controller_port)
         self.port: int | None = None
         self.controller_port: int | None = None
+        self.internal_port: int | None = None
         self._pick_ports()
         self._proc: subprocess.Popen | None = None
         self._log_start = 0
@@ -176,6 +202,36 @@ class KafkaBroker:
     def bootstrap_servers(self) -> str:
         """Client bootstrap address, ``"<host>:<port>"`` (``127.0.0.1`` unless ``host`` was given)."""
         return f"{self.host}:{self.port}"
+
+    @property
+    def tls_dir(self) -> pathlib.Path:
+        """`<state_dir>/tls`: the CA (`ca.pem`), the broker's key store, the client certificate."""
+        return self.state_dir / "tls"
+
+    def password_file(self, user: str = SANDBOX_USER) -> pathlib.Path:
+        """`<state_dir>/users/<user>.password`: a SCRAM user's password (sasl-ssl)."""
+        return self.state_dir / "users" / f"{user}.password"
+
+    def client_security(self) -> KafkaSecurity:
+        """How a client connects to the client listener: PLAINTEXT; SASL_SSL, SCRAM-SHA-512 as the
+        user `sandbox` (its password file); or SSL with the client certificate. Valid once the
+        broker has started (the files exist)."""
+        if self.security == "sasl-ssl":
+            return KafkaSecurity(protocol="SASL_SSL", ca_file=str(self.tls_dir / "ca.pem"), sasl_mechanism="SCRAM-SHA-512",
+                                 username=SANDBOX_USER, password_file=str(self.password_file()))
+        if self.security == "mtls":
+            return KafkaSecurity(protocol="SSL", ca_file=str(self.tls_dir / "ca.pem"),
+                                 cert_file=str(self.tls_dir / "client.pem"), key_file=str(self.tls_dir / "client.key"))
+        return KafkaSecurity()
+
+    def connection(self) -> KafkaConnection:
+        """The bootstrap servers with client_security(): what every client of this broker is given."""
+        return KafkaConnection(bootstrap_servers=self.bootstrap_servers, security=self.client_security())
+
+    @property
+    def _admin_servers(self) -> str:
+        """Where the broker itself is administered: the internal PLAINTEXT listener when secured."""
+        return f"127.0.0.1:{self.internal_port}" if self.security != "none" else self.bootstrap_servers
 
     @property
     def pid(self) -> int | None:
@@ -203,11 +259,14 @@ class KafkaBroker:
 
         self.port = pick(self._requested[0], self.port, saved.get("port"))
         self.controller_port = pick(self._requested[1], self.controller_port, saved.get("controller_port"))
+        if self.security != "none":
+            self.internal_port = pick(None, self.internal_port, saved.get("internal_port"))
 
     def _write_config(self) -> pathlib.Path:
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        (self.state_dir / "ports.json").write_text(
-            json.dumps({"port": self.port, "controller_port": self.controller_port}))
+        (self.state_dir / "ports.json").write_text(json.dumps(
+            {"port": self.port, "controller_port": self.controller_port}
+            | ({"internal_port": self.internal_port} if self.internal_port else {})))
         props = {
             "process.roles": "broker,controller",
             "node.id": "1",
@@ -217,6 +276,7 @@ class KafkaBroker:
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "inter.broker.listener.name": "PLAINTEXT",
+            **self._secured_listeners(),
             "log.dirs": str(self.state_dir / "data"),
             # single node: every internal topic must fit on one replica
             "offsets.topic.replication.factor": "1",
@@ -233,6 +293,8 @@ class KafkaBroker:
             "broker.session.timeout.ms": "3000",
         }
         server = self.state_dir / "server.properties"
+        server.touch()
+        os.chmod(server, 0o600)  # holds the key store's password when secured
         server.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         (self.state_dir / "log4j2.properties").write_text(
             "status = warn\n"
@@ -245,6 +307,71 @@ class KafkaBroker:
             "rootLogger.level = INFO\n"
             "rootLogger.appenderRef.file.ref = FILE\n")
         return server
+
+    def _secured_listeners(self) -> dict[str, str]:
+        """The server.properties of a secured client listener (none: nothing), certificates made
+        first (blueprint.sandbox.certs)."""
+        if self.security == "none":
+            return {}
+        from .certs import make_ca, make_cert, make_pkcs12
+
+        ca = make_ca(self.tls_dir)
+        make_cert(self.tls_dir, "client", ca, common_name=SANDBOX_USER)
+        # one certificate per advertised host, so that a broker moved to another address is trusted there too
+        broker = make_cert(self.tls_dir, f"broker-{self.host}", ca, common_name=self.host,
+                           hosts=[self.host, "localhost", "127.0.0.1"])
+        store, store_password = make_pkcs12(self.tls_dir, f"broker-{self.host}", broker, ca)
+        name = "SASL_SSL" if self.security == "sasl-ssl" else "SSL"
+        internal = f"INTERNAL://127.0.0.1:{self.internal_port}"
+        props = {
+            "listeners": f"{name}://{self.host}:{self.port},{internal},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"{name}://{self.host}:{self.port},{internal}",
+            "listener.security.protocol.map": f"{name}:{name},INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL",
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.location": str(store),
+            "ssl.keystore.password": store_password.read_text(),
+            "ssl.key.password": store_password.read_text(),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(ca.cert),
+        }
+        if self.security == "sasl-ssl":
+            props["sasl.enabled.mechanisms"] = ",".join(SCRAM_MECHANISMS)
+            for mechanism in SCRAM_MECHANISMS:
+                props[f"listener.name.sasl_ssl.{mechanism.lower()}.sasl.jaas.config"] = \
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        else:
+            props["ssl.client.auth"] = "required"
+        return props
+
+    def add_scram_user(self, user: str, password: str, timeout: float = 30.0) -> None:
+        """Create or update the SCRAM-SHA-512 and SCRAM-SHA-256 credentials of `user` (KRaft keeps
+        them in the cluster metadata), through the internal listener. BrokerError if refused."""
+        from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
+                                           UserScramCredentialUpsertion)
+
+        admin = AdminClient(client_config({"bootstrap.servers": self._admin_servers}))
+        for m in SCRAM_MECHANISMS:  # one request each: Kafka refuses two changes of one user in a request
+            info = ScramCredentialInfo(getattr(ScramMechanism, m.replace("-", "_")), 8192)
+            upsert = UserScramCredentialUpsertion(user, info, password.encode())
+            for fut in admin.alter_user_scram_credentials([upsert], request_timeout=timeout).values():
+                err = fut.exception(timeout=timeout)
+                if err is not None:
+                    raise BrokerError(f"creating the SCRAM user {user!r} ({m}) on the broker at "
+                                      f"{self._admin_servers} failed: {err}")
+
+    def _sandbox_user(self) -> None:
+        """The user `sandbox` with its password (made once, kept in password_file())."""
+        import secrets
+
+        path = self.password_file()
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+                f.write(secrets.token_urlsafe(24))
+            os.replace(tmp, path)
+        self.add_scram_user(SANDBOX_USER, path.read_text())
 
     def _java(self, libs: pathlib.Path, *args: str) -> list[str]:
         return [_require("java"), f"-Xmx{self.heap}", *_JVM_OPTS,
@@ -302,15 +429,24 @@ class KafkaBroker:
                                   f"see {self.log_file}\n{self._log_excerpt()}")
             try:
                 # a plain TCP probe first keeps librdkafka from logging connection-refused noise
-                socket.create_connection((self.host, self.port), timeout=1).close()
-                admin = admin or AdminClient(client_config({"bootstrap.servers": self.bootstrap_servers,
+                host, _, port = self._admin_servers.rpartition(":")
+                socket.create_connection((host, int(port)), timeout=1).close()
+                admin = admin or AdminClient(client_config({"bootstrap.servers": self._admin_servers,
                                                             "error_cb": lambda _err: None}))
                 if admin.list_topics(timeout=2).brokers:
-                    return
+                    break
             except Exception:
                 pass
             time.sleep(0.2)
-        raise BrokerError(f"Kafka broker not ready after {timeout:.0f}s; see {self.log_file}\n{self._log_excerpt()}")
+        else:
+            raise BrokerError(f"Kafka broker not ready after {timeout:.0f}s; see {self.log_file}\n{self._log_excerpt()}")
+        if self.security == "sasl-ssl":
+            self._sandbox_user()
+        if self.security != "none":  # the secured listener answers a client as clients will connect
+            try:
+                self.connection().check(max(5.0, deadline - time.monotonic()))
+            except ConnectionCheckError as e:
+                raise BrokerError(f"{e}; see {self.log_file}") from None
 
     def _log_excerpt(self) -> str:
         """The first ERROR of this run with its exception line (the cause, not the shutdown noise), else the tail."""
@@ -351,7 +487,7 @@ class KafkaBroker:
 # Admin helpers
 
 
-def create_topics(bootstrap: str, topics: list[tuple[str, int, dict[str, str]]], timeout: float = 30) -> None:
+def create_topics(bootstrap: str | KafkaConnection, topics: list[tuple[str, int, dict[str, str]]], timeout: float = 30) -> None:
     """Create the missing topics among ``(name, partitions, topic config)`` tuples (replication 1).
 
     Existing topics are left alone (TOPIC_ALREADY_EXISTS is ignored); waits up to ``timeout``
@@ -368,7 +504,7 @@ def create_topics(bootstrap: str, topics: list[tuple[str, int, dict[str, str]]],
         admin.poll(0)  # hands librdkafka's queued log lines (connection errors) to the log
 
 
-def _create_topics(admin, bootstrap: str, topics: list[tuple[str, int, dict[str, str]]], timeout: float) -> None:
+def _create_topics(admin, bootstrap: str | KafkaConnection, topics: list[tuple[str, int, dict[str, str]]], timeout: float) -> None:
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import NewTopic
 
@@ -401,7 +537,7 @@ def _create_topics(admin, bootstrap: str, topics: list[tuple[str, int, dict[str,
         time.sleep(0.1)
 
 
-def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+def end_offsets(bootstrap: str | KafkaConnection, topic: str) -> dict[int, int]:
     """Per-partition high watermark (offset of the next record) of ``topic``. Raises BrokerError if unknown."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
@@ -420,9 +556,11 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m blueprint.sandbox.kafka_broker --host IP [--port N] [--state-dir DIR]`: one
-    broker in the foreground until Ctrl-C or SIGTERM (a local cluster's Kafka: its pods reach
-    the node's IP). Exit status 0 after a clean stop, 1 if it cannot start (BrokerError's message)."""
+    """`python -m blueprint.sandbox.kafka_broker --host IP [--port N] [--state-dir DIR]
+    [--security none|sasl-ssl|mtls]`: one broker in the foreground until Ctrl-C or SIGTERM (a
+    local cluster's Kafka: its pods reach the node's IP; a secured broker to rehearse against,
+    whose client settings it prints as run config lines). Exit status 0 after a clean stop, 1 if
+    it cannot start (BrokerError's message)."""
     import argparse
     import sys
 
@@ -431,12 +569,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=None, help="client port (default: a free one, kept across runs)")
     parser.add_argument("--state-dir", default=str(cache_root() / "local-kafka"),
                         help="log dirs and settings (default ~/.cache/streamlets/local-kafka)")
+    parser.add_argument("--security", default="none", choices=SECURITY_MODES,
+                        help="the client listener: plain, SASL_SSL with SCRAM users, or mutual TLS (default none)")
     args = parser.parse_args(argv)
-    broker = KafkaBroker(pathlib.Path(args.state_dir), port=args.port, host=args.host)
+    broker = KafkaBroker(pathlib.Path(args.state_dir), port=args.port, host=args.host, security=args.security)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         broker.start()
         print(f"Kafka at {broker.bootstrap_servers} (state {args.state_dir}); Ctrl-C stops it", flush=True)
+        for key, value in broker.client_security().model_dump(exclude_defaults=True).items():
+            print(f"kafka.security.{key.replace('_', '-')} = {json.dumps(value)}", flush=True)
         while broker.is_running():
             time.sleep(1)
         print(f"the broker exited; see {broker.log_file}", file=sys.stderr)

@@ -8,6 +8,7 @@ Spark settings and the single settings of streamlets.settings, from a config fil
       stats.spark { spark.sql.shuffle.partitions = 2 }
       stats.delivery = at-least-once
     }
+    storage.checkpoints = "s3a://bucket/prefix"    # the state root on S3 (streamlets.runtime.object_store)
 
 The file and the pairs are read by blueprint.configcheck (config_entries) and checked there
 against the streamlets' declarations (check_config) before anything starts; `settings_from_entries`
@@ -21,13 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from streamlets.runtime.object_store import PATH_KEYS, ObjectStore, StorageConfigError, object_store
 from streamlets.settings import BY_FIELD, SETTINGS
 
 from ..configcheck import COMMAND_LINE, ConfigReadError, Entry, config_entries
 from ..errors import BlueprintError
 from ..loader import HOCON_SUFFIXES
-from ..scopes import (CONFIG_PARAMETERS, DEPLOY_ONLY_TOP_LEVEL, KUBERNETES, RUNTIMES, STREAMLETS, VOLUME_MOUNTS,
-                      parse_scope, setting_value, spark_text)
+from ..scopes import (CONFIG_PARAMETERS, DEPLOY_ONLY_TOP_LEVEL, KUBERNETES, RUNTIMES, STORAGE, STREAMLETS,
+                      VOLUME_MOUNTS, parse_scope, setting_value, spark_text)
 from ..scopes import STREAMLET_SECTIONS as SECTIONS
 
 # Deploy-time scopes a shared config file may carry (DEPLOY_ONLY_TOP_LEVEL); the sandbox applies
@@ -96,6 +98,29 @@ def settings_from_entries(entries: Iterable[Entry], streamlets: Iterable[str]) -
     return settings
 
 
+def storage_from_entries(entries: Iterable[Entry]) -> ObjectStore | None:
+    """The state root's object store from the `storage.*` entries (a later entry for a key wins),
+    None when there are none (the state folder holds everything). A relative local root or
+    credentials file resolves against its entry's config file's folder (the current folder for the
+    command line). Raises LocalConfigError naming the file and key for a bad setting
+    (streamlets.runtime.object_store)."""
+    values: dict[str, Any] = {}
+    where = COMMAND_LINE
+    for e in entries:
+        if e.parts[0] != STORAGE or e.source == COMMAND_LINE and len(e.parts) < 2:
+            continue
+        key = ".".join(e.parts[1:])
+        value = e.value
+        if key in PATH_KEYS and "://" not in str(value):
+            base = Path.cwd() if e.source == COMMAND_LINE else Path(e.source).parent
+            value = str((base / Path(str(value)).expanduser()).resolve())
+        values[key], where = value, e.source
+    try:
+        return object_store(values)
+    except StorageConfigError as err:
+        raise LocalConfigError(f"{where}: {err}") from None
+
+
 def load_settings(config_file: Path | None, overrides: Iterable[str], streamlets: Iterable[str]) -> dict[str, StreamletSettings]:
     """Settings per streamlet instance from the file and the overrides (overrides win), read by
     blueprint.configcheck.config_entries, for callers without a resolved blueprint to check them
@@ -118,14 +143,14 @@ def load_settings(config_file: Path | None, overrides: Iterable[str], streamlets
             else f"not valid {kind}: {p.message}" + (f" (line {p.line})" if p.line else "")
         raise LocalConfigError(f"{p.file}: {what}")
     unknown_top = sorted({e.parts[0] for e in entries
-                          if e.source != COMMAND_LINE and e.parts[0] not in (STREAMLETS, *DEPLOY_ONLY_TOP_LEVEL)})
+                          if e.source != COMMAND_LINE and e.parts[0] not in (STREAMLETS, STORAGE, *DEPLOY_ONLY_TOP_LEVEL)})
     if unknown_top:
         raise LocalConfigError(f"{config_file}: unknown top-level key(s) {', '.join(unknown_top)}; expected "
-                               f"'streamlets' (or {', '.join(DEPLOY_ONLY_TOP_LEVEL)})")
+                               f"'streamlets' (or {', '.join((STORAGE, *DEPLOY_ONLY_TOP_LEVEL))})")
     for e in entries:
         scope = parse_scope(e.parts)
-        if scope.top != STREAMLETS and e.source != COMMAND_LINE:
-            continue
+        if scope.top != STREAMLETS and e.source != COMMAND_LINE or scope.top == STORAGE:
+            continue  # storage: storage_from_entries
         where = f"{e.source}: {e.key!r}"
         if scope.owner is not None and scope.owner not in names and (scope.is_streamlet() or scope.is_streamlet_setting()):
             raise LocalConfigError(f"{where}: the blueprint has no streamlet {scope.owner!r} (it has {', '.join(names)})")
@@ -140,3 +165,12 @@ def load_settings(config_file: Path | None, overrides: Iterable[str], streamlets
             raise LocalConfigError(f"{where}: unknown section {scope.section!r}; use one of {', '.join(SECTIONS)}")
     return settings_from_entries(entries, names)
 
+
+def load_storage(config_file: Path | None, overrides: Iterable[str]) -> ObjectStore | None:
+    """The state root's object store of the file and the overrides (storage_from_entries), for
+    callers without checked entries; LocalConfigError as load_settings."""
+    try:
+        entries, _ = config_entries([config_file] if config_file is not None else [], overrides)
+    except ConfigReadError as err:
+        raise LocalConfigError(str(err).replace(": cannot read config:", ": cannot read:")) from None
+    return storage_from_entries(entries)

@@ -26,6 +26,8 @@ from streamlets.streamlet import Streamlet
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
 
+    from streamlets.kafka_security import KafkaConnection
+
     from streamlets.runtime.runner import StreamletRuntime
 
 NAMESPACE = "local"
@@ -72,7 +74,7 @@ class SandboxBackend:
 
     requires_token = False
 
-    def __init__(self, sandbox: SandboxView, registry: "CollectorRegistry", bootstrap: str) -> None:
+    def __init__(self, sandbox: SandboxView, registry: "CollectorRegistry", bootstrap: "str | KafkaConnection") -> None:
         self.sandbox = sandbox
         self.registry = registry
         self.bootstrap = bootstrap

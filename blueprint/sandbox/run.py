@@ -10,6 +10,11 @@ State lives under the state folder (default `.streamlets/<app id>` in the curren
 out as streamlets.runtime.layout says: the embedded broker's data (topics survive a restart),
 checkpoints, savepoints, dumps, volume mounts not mapped in the run config, and logs.
 A second run on the same folder resumes every query from its checkpoint.
+
+With a `storage.checkpoints` root in the run config (an object store, `s3a://bucket/prefix`:
+streamlets.runtime.object_store), the durable state goes there instead, in the same layout:
+checkpoints (with the quarantine and dead-letter ledgers), savepoints and dumps. The state folder
+keeps what is this machine's: the broker's data, logs, the lock, unmapped volume mounts.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rich.console import Console
@@ -28,15 +33,19 @@ from rich.live import Live
 
 from blueprint.configcheck import Entry
 from blueprint.model import Blueprint
+from blueprint.scopes import EMBEDDED_BROKER, KAFKA
 from blueprint.topics import application_topics, dead_letter_topic, topic_bindings
 from streamlets.config import StreamletConfig
 from streamlets.errors import StreamletError
+from streamlets.kafka_security import KafkaConnection, KafkaSecurity
 from streamlets.runtime.layout import StateLayout
+from streamlets.runtime.object_store import ObjectStore
 from streamlets.runtime.runconfig import StreamletRunConfig
 from streamlets.runtime.runner import start_control_listener
 
 from .diskspace import DiskWatch
-from .localconfig import LocalConfigError, StreamletSettings, load_settings, settings_from_entries
+from .localconfig import (LocalConfigError, StreamletSettings, load_settings, load_storage, settings_from_entries,
+                          storage_from_entries)
 from .statelock import StateLock
 from .view import TopicRow, plain_line, render
 from ..errors import BlueprintError
@@ -57,6 +66,9 @@ class SandboxOptions:
     # None: config_file and overrides are read here
     entries: list[Entry] | None = None
     kafka: str | None = None
+    # the embedded broker's client listener (blueprint.sandbox.kafka_broker.SECURITY_MODES);
+    # None: kafka.embedded-broker.security of the config, else none
+    broker_security: str | None = None
     exit_when_done: bool = False
     idle_seconds: float = 5.0  # quiet time (no input anywhere) that counts as "all input processed"
     trigger: str | None = "1 second"
@@ -70,6 +82,7 @@ class SandboxOptions:
     restart_backoff: float = 2.0  # seconds before a failed streamlet's first restart, doubled per try
     ui_port: int | None = None  # serve the operations API, /metrics and the web view (blueprint.ops); 0: a free port
     ui_host: str = "127.0.0.1"
+    fresh: bool = False  # --fresh: the caller cleared the state folder; the object store's checkpoints go too
 
 
 class SandboxError(BlueprintError):
@@ -77,11 +90,13 @@ class SandboxError(BlueprintError):
 
 
 def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings: StreamletSettings, *, bootstrap: str,
-                   state_dir: Path, trigger: str | None) -> StreamletRunConfig:
+                   state_dir: Path, trigger: str | None, durable: StateLayout | None = None) -> StreamletRunConfig:
     """The run config of one streamlet instance in the sandbox, its state in `state_dir`
-    (streamlets.runtime.layout); checks its config and mounts."""
+    (streamlets.runtime.layout), its checkpoints, savepoints and dumps in `durable` (an object
+    store's root: ObjectStore.layout) if given; checks its config and mounts."""
     cls = classes[name]
     state = StateLayout(str(state_dir))
+    durable = durable or state
     topics, writers = topic_bindings(bp, name, classes)
     try:
         StreamletConfig(name, cls.config_parameters(), settings.config_parameters)
@@ -113,9 +128,9 @@ def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings:
         bootstrap_servers=bootstrap,
         config_parameters=settings.config_parameters,
         volume_mounts=mounts,
-        checkpoint_root=state.checkpoints(bp.app_id, name),
-        savepoint_root=state.savepoints,
-        state_dump_root=state.dumps,
+        checkpoint_root=durable.checkpoints(bp.app_id, name),
+        savepoint_root=durable.savepoints,
+        state_dump_root=durable.dumps,
         dead_letter_topic=dead_letter_topic(bp),
         trigger_interval=trigger,
         spark_conf=settings.spark,
@@ -153,6 +168,8 @@ class Sandbox:
         self.state_dir = (Path(options.state_dir).resolve() if options.state_dir
                           else Path(StateLayout.sandbox_default(bp.app_id).root))
         self.layout = StateLayout(str(self.state_dir))  # where everything goes in it
+        self.object_store: ObjectStore | None = None  # the run config's storage.*, read when the run starts
+        self.durable = self.layout  # checkpoints, savepoints, dumps: the state folder's or the object store's
         self.lock = StateLock(self.state_dir, "blueprint run")  # one owner per state folder
         self.stop_requested = threading.Event()
         self.broker = None
@@ -166,6 +183,7 @@ class Sandbox:
         self.collector = None  # its RuntimeCollector: figures and inlet lag
         self._report_from: float | None = None  # set when the run ends normally: the final tables follow the stop
         self._last_offsets: dict[str, int] = {}
+        self._kafka: tuple[KafkaSecurity | None, str] = (None, "none")  # _kafka_settings()
         self._last_look = time.time()
 
     # --- set-up ---------------------------------------------------------------------------
@@ -197,29 +215,72 @@ class Sandbox:
             h.setFormatter(fmt)
             lg.addHandler(h)
 
-    def _start_kafka_and_spark(self) -> str:
+    def _kafka_settings(self) -> tuple[KafkaSecurity | None, str]:
+        """The external broker's security (kafka.security.*; None: PLAINTEXT) and the embedded
+        broker's mode (--broker-security, else kafka.embedded-broker.security, else none).
+        SandboxError for settings that contradict each other or --kafka."""
+        from blueprint.configcheck import config_entries, kafka_security
+
+        entries = self.options.entries
+        if entries is None:  # checked by load_settings already
+            entries = config_entries([self.options.config_file] if self.options.config_file else [],
+                                     self.options.overrides)[0]
+        embedded = self.options.broker_security
+        for e in entries:
+            if e.parts == (KAFKA, EMBEDDED_BROKER, "security") and self.options.broker_security is None:
+                embedded = str(e.value)
+        try:
+            security = kafka_security(entries)
+        except ValueError as err:
+            raise SandboxError(str(err)) from None
+        if self.options.kafka and embedded not in (None, "none"):
+            raise SandboxError(f"broker security {embedded!r} is the embedded broker's, and --kafka names an external "
+                               "one: say how to reach it with kafka.security.* instead")
+        if not self.options.kafka and security is not None:
+            raise SandboxError("kafka.security.* says how to reach an external broker (--kafka); the embedded broker "
+                               "is secured with --broker-security or kafka.embedded-broker.security and gives its "
+                               "clients their settings itself")
+        return security, embedded or "none"
+
+    def _start_kafka_and_spark(self) -> KafkaConnection:
         """Start the Kafka broker and Spark at once (each takes seconds, mostly a JVM starting);
-        returns the bootstrap servers, with the application's topics created, and sets
-        self.broker and self.spark. The broker starts in this thread, as its JVM ends with the
-        thread that started it (PR_SET_PDEATHSIG, blueprint.sandbox.kafka_broker); Spark in
-        another, which this one awaits whatever becomes of the broker, so that _shutdown finds
-        both. Raises the broker's error first, else Spark's."""
+        returns the Kafka connection (bootstrap servers and security), with the application's
+        topics created, and sets self.broker and self.spark. An external broker (--kafka) with
+        kafka.security.* is checked first (KafkaConnection.check: reachable, the credentials and
+        certificates accepted), before Spark starts: SandboxError naming the broker and the cause. The
+        embedded broker starts in this thread, as its JVM ends with the thread that started it
+        (PR_SET_PDEATHSIG, blueprint.sandbox.kafka_broker); Spark in another, which this one
+        awaits whatever becomes of the broker, so that _shutdown finds both. Raises the broker's
+        error first, else Spark's."""
         from concurrent.futures import ThreadPoolExecutor
+
+        from streamlets.kafka_security import ConnectionCheckError, KafkaSecurityError
 
         from .kafka_broker import KafkaBroker, create_topics
 
-        if not self.options.kafka:
-            self.console.print(f"starting Kafka broker (state in {self.layout.kafka})")
+        security, embedded = self._kafka
+        kafka = None
+        if self.options.kafka:
+            kafka = KafkaConnection(bootstrap_servers=self.options.kafka, security=security or KafkaSecurity())
+            if security is not None:  # a plain broker that is not there is named by the topics' creation
+                try:
+                    kafka.check()
+                except (ConnectionCheckError, KafkaSecurityError) as e:
+                    raise SandboxError(f"{e}; nothing was started") from None
+                self.console.print(f"connected to Kafka at {kafka} ({kafka.security.describe()})")
+        else:
+            secured = "" if embedded == "none" else f", {embedded}"
+            self.console.print(f"starting Kafka broker (state in {self.layout.kafka}{secured})")
         self.console.print(f"starting Spark (log in {self.layout.log('spark')})")
+        if self.durable is not self.layout:
+            self.console.print(f"checkpoints, savepoints and dumps in {self.durable.root}")
         with ThreadPoolExecutor(1, thread_name_prefix="spark-start") as pool:
             spark = pool.submit(self._start_spark)  # prints nothing: its JVM's start redirects fds 1 and 2
             try:
-                if self.options.kafka:
-                    bootstrap = self.options.kafka
-                else:
-                    self.broker = KafkaBroker(Path(self.layout.kafka)).start()
-                    bootstrap = self.broker.bootstrap_servers
-                create_topics(bootstrap, application_topics(self.bp))
+                if kafka is None:
+                    self.broker = KafkaBroker(Path(self.layout.kafka), security=embedded).start()
+                    kafka = self.broker.connection()
+                create_topics(kafka, application_topics(self.bp))
             except BaseException:
                 try:
                     self.spark = spark.result()
@@ -227,7 +288,7 @@ class Sandbox:
                     pass
                 raise
             self.spark = spark.result()
-        return bootstrap
+        return kafka
 
     def _start_spark(self):
         from streamlets.runtime.spark_session import build_spark_session
@@ -237,7 +298,7 @@ class Sandbox:
         log_file = Path(self.layout.log("spark"))
         conf = log4j_conf(log_file)
         with jvm_output_to(log_file):
-            return build_spark_session(f"sandbox-{self.bp.app_id}", conf, master=self.options.master)
+            return build_spark_session(f"sandbox-{self.bp.app_id}", conf, master=self.options.master, store=self.object_store)
 
     # --- run ------------------------------------------------------------------------------
 
@@ -260,11 +321,21 @@ class Sandbox:
         try:
             settings = settings_from_entries(self.options.entries, self.bp.streamlets) if self.options.entries is not None \
                 else load_settings(self.options.config_file, self.options.overrides, self.bp.streamlets)
+            self.object_store = storage_from_entries(self.options.entries) if self.options.entries is not None \
+                else load_storage(self.options.config_file, self.options.overrides)
         except LocalConfigError as e:
             raise SandboxError(str(e)) from None
+        if self.object_store is not None:
+            missing = self.object_store.missing_credentials()
+            if missing:
+                raise SandboxError(missing)
+            self.durable = self.object_store.layout()
+            if self.options.savepoints is None:  # ids resolve there (--restore, the operations API)
+                self.options = replace(self.options, savepoints=self.durable.savepoints)
         unknown = sorted(set(self.options.state_partitions) - set(self.bp.streamlets))
         if unknown:  # before anything starts or is restored
             raise SandboxError(f"--state-partitions names no streamlet of the blueprint: {', '.join(unknown)}")
+        self._kafka = self._kafka_settings()  # before the state folder is touched
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._disk = DiskWatch(self.state_dir)  # a full disk is named as such, with the folder
         full = self._disk.check()
@@ -273,7 +344,7 @@ class Sandbox:
         self._logging()
         runs = [
             run_config_for(self.bp, name, self.classes, settings[name], bootstrap="", state_dir=self.state_dir,
-                           trigger=self.options.trigger)
+                           trigger=self.options.trigger, durable=self.durable)
             for name in self.bp.streamlets
         ]
         for line in empty_inputs(runs, self.classes):
@@ -284,33 +355,43 @@ class Sandbox:
 
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            bootstrap = self._start_kafka_and_spark()
+            kafka = self._start_kafka_and_spark()
             if self.broker is not None:
                 self._disk.follow(self.broker.log_file)
             # PySpark's SparkContext installs its own SIGINT handler (cancel jobs, raise
             # KeyboardInterrupt); ours stops the queries first and then Spark, in order.
             signal.signal(signal.SIGINT, on_signal)
-            transport = KafkaTransport(bootstrap)
+            transport = KafkaTransport(kafka.bootstrap_servers, security=kafka.security)
             self.runtime = StreamletRuntime(self.spark, self.bp.app_id, dead_letter_topic(self.bp), transport)
             from .topics import TopicWatcher
 
-            self._watcher = TopicWatcher(bootstrap)
-            runs = [run.model_copy(update={"bootstrap_servers": bootstrap}) for run in runs]
+            self._watcher = TopicWatcher(kafka)
+            runs = [run.model_copy(update={"bootstrap_servers": kafka.bootstrap_servers, "kafka_security": kafka.security})
+                    for run in runs]
+            if self.options.fresh and self.durable is not self.layout:  # the new broker's topics are empty
+                from streamlets.runtime.storage import storage_for
+
+                checkpoints = self.durable.checkpoints(self.bp.app_id)
+                storage_for(checkpoints, self.spark).delete(checkpoints)
             self._restore(runs)
             runs = self._repartition(runs)
             for run in runs:
                 self.console.print(f"starting streamlet [bold]{run.streamlet}[/] ({run.class_name})")
-                try:
-                    self.runtime.start_class(self.classes[run.streamlet], run)
-                except StreamletError as e:
-                    raise SandboxError(str(e)) from None
+            try:  # at once: each waits mostly on the JVM and the broker
+                self.runtime.start_all([(self.classes[run.streamlet], run) for run in runs])
+            except StreamletError as e:
+                raise SandboxError(str(e)) from None
             self._listener = start_control_listener(self.runtime, runs[0])
-            self._serve_ops(bootstrap)
+            self._serve_ops(kafka)
             from .supervisor import Supervisor
 
             self.supervisor = Supervisor(self, max_restarts=self.options.max_restarts, backoff=self.options.restart_backoff)
-            # `blueprint control` and `savepoint` find the running application's broker here
-            Path(self.layout.sandbox_info).write_text(json.dumps({"app_id": self.bp.app_id, "bootstrap_servers": bootstrap,
+            # `blueprint control`, `savepoint` and `topic tail` find the running application's broker here
+            # (the security names files and variables, never a secret)
+            Path(self.layout.sandbox_info).write_text(json.dumps({"app_id": self.bp.app_id,
+                                                                  "bootstrap_servers": kafka.bootstrap_servers,
+                                                                  "kafka_security": kafka.security.model_dump(
+                                                                      exclude_defaults=True),
                                                                   "pid": os.getpid(),
                                                                   "ui": self.ops_server.url if self.ops_server else None}))
             return self._watch()
@@ -319,7 +400,7 @@ class Sandbox:
             for s, handler in previous.items():
                 signal.signal(s, handler)
 
-    def _serve_ops(self, bootstrap: str) -> None:
+    def _serve_ops(self, bootstrap: KafkaConnection) -> None:
         """The runtime's metrics registry, and with --ui the operations server over it."""
         from streamlets.runtime.metrics import RuntimeCollector, runtime_registry
 
@@ -353,7 +434,7 @@ class Sandbox:
         by_name = {r.streamlet: r for r in runs}
         for name, ref in self.options.restores.items():
             try:
-                sp = resolve_savepoint(ref, self.options.savepoints or self.layout.savepoints)
+                sp = resolve_savepoint(ref, self.options.savepoints or self.layout.savepoints, self.spark)
             except SavepointError as e:
                 raise SandboxError(str(e)) from None
             batches = batch_ids_text(batch_ids(sp))
@@ -365,7 +446,7 @@ class Sandbox:
                 self.console.print(f"  note: {note}")
             branch = self.options.branch or sp["app_id"] != self.bp.app_id
             try:
-                moved = restore_savepoint(sp, by_name[name], branch=branch, replace=True)
+                moved = restore_savepoint(sp, by_name[name], branch=branch, replace=True, spark=self.spark)
             except SavepointError as e:
                 raise SandboxError(str(e)) from None
             self.console.print(f"restored [bold]{name}[/] from {sp['path']}" + (" as a branch (new query ids)" if branch else "")

@@ -7,12 +7,13 @@ import time
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from streamlets.kafka_logging import client_config
+from streamlets.kafka_security import KafkaConnection
 
 
 class TopicWatcher:
     """Sums of per-partition end offsets (Kafka high watermarks), cached for a second."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str | KafkaConnection) -> None:
         self._consumer = Consumer(client_config({"bootstrap.servers": bootstrap, "group.id": "streamlets-sandbox-watch",
                                                  "enable.auto.commit": False}))
         self._cache: dict[str, tuple[float, int]] = {}

@@ -138,9 +138,10 @@ def _reconcile(app: dict[str, Any], patch: kopf.Patch, logger: logging.Logger) -
         status.event(app, "TopicsCreated", f"created topic(s) {', '.join(created_topics)}")
 
     try:
-        rendered = render.render_all(app)
-    except render.SpecError as e:  # validate() passed, so only the run config model could object
+        rendered = render.render_all(app, claim_modes=_claim_modes(app, spec))
+    except render.SpecError as e:  # validate() passed: the run config model or the checkpoint claim objects
         patch.status.update(status.failed_status(app, "InvalidSpec", str(e)))
+        status.event(app, "InvalidSpec", str(e), warning=True)
         raise kopf.PermanentError(str(e)) from None
 
     _savepoint_before_upgrade(app, rendered, patch, logger)
@@ -171,6 +172,11 @@ def _reconcile(app: dict[str, Any], patch: kopf.Patch, logger: logging.Logger) -
         status.event(app, "Deployed", message)
         logger.info(message)
     patch.status.update(status.deployed_status(app, spark_apps, topics=topic_states))
+
+
+def _claim_modes(app: dict[str, Any], spec) -> list[str] | None:
+    """The access modes of the application's checkpoint claim as it exists in the cluster (None: not yet)."""
+    return kube.claim_access_modes(app["metadata"]["namespace"], render.claim_name(app["metadata"]["name"], spec))
 
 
 def _savepoint_before_upgrade(app: dict[str, Any], rendered: dict[str, Any], patch: kopf.Patch,
@@ -342,7 +348,7 @@ def refresh_status(body: kopf.Body, patch: kopf.Patch, logger: logging.Logger, *
     missing = [n for n in names if n not in found]
     if missing:  # deleted by someone else: put back (the spec has not changed, so nothing else did)
         try:
-            rendered = render.render_all(app)["streamlets"]
+            rendered = render.render_all(app, claim_modes=_claim_modes(app, render.typed(app["spec"])))["streamlets"]
             for n in missing:
                 secret, spark_app = rendered[n]
                 kube.apply_secret(secret)

@@ -164,6 +164,16 @@ def ensure_claim(desired: dict[str, Any]) -> bool:
     return True
 
 
+def claim_access_modes(ns: str, name: str) -> list[str] | None:
+    """The access modes of the claim `name` as it exists (its status once bound, else its spec), or
+    None if there is no such claim."""
+    try:
+        claim = call(f"reading PersistentVolumeClaim {name}", core().read_namespaced_persistent_volume_claim, name, ns)
+    except NotFound:
+        return None
+    return list((claim.status and claim.status.access_modes) or claim.spec.access_modes or [])
+
+
 def _raise(e):
     raise e
 

@@ -89,6 +89,59 @@ def claim_name(app: str, spec: ApplicationSpec) -> str:
     return (spec.storage.existing_claim if spec.storage else None) or f"{app}-checkpoints"
 
 
+DEFAULT_ACCESS_MODE = "ReadWriteOnce"  # the chart's storage.accessMode; most clouds' default class
+NODE_TOPOLOGY_KEY = "kubernetes.io/hostname"
+
+
+def claim_access_modes(spec: ApplicationSpec, env: dict[str, str] | Any, found: list[str] | None = None) -> list[str]:
+    """The checkpoint claim's access modes: `found` (those of the claim as it exists, read by the
+    operator), else spec.storage.accessMode, else the operator's default
+    ($STREAMLETS_STORAGE_ACCESS_MODE, the chart's storage.accessMode), else ReadWriteOnce; for an
+    existing claim whose modes were not read, spec.storage.accessMode or none ([]: unknown)."""
+    if found:
+        return list(found)
+    storage = spec.storage or StorageSpec()
+    if storage.access_mode:
+        return [storage.access_mode]
+    if storage.existing_claim:
+        return []
+    return [env.get("STREAMLETS_STORAGE_ACCESS_MODE") or DEFAULT_ACCESS_MODE]
+
+
+def storage_problem(claim: str, modes: list[str]) -> str | None:
+    """Why the checkpoint claim cannot hold an application's checkpoints, or None. Every driver and
+    executor of every streamlet writes there (Spark's state stores write from the executors), so
+    it must be writable by several pods: ReadWriteOncePod admits one pod, ReadOnlyMany no writer."""
+    if not modes or {"ReadWriteMany", "ReadWriteOnce"} & set(modes):
+        return None
+    return (f"the checkpoint claim {claim} is {', '.join(modes)}: every driver and executor of the application "
+            "writes checkpoints there, so it must be ReadWriteMany (pods on any node) or ReadWriteOnce (the "
+            "application's pods kept on one node); or put the checkpoints on an object store")
+
+
+def one_node(modes: list[str]) -> bool:
+    """Whether the application's pods must share a node: a ReadWriteOnce checkpoint claim is attached
+    to one node at a time (pods elsewhere would wait in ContainerCreating: Multi-Attach error)."""
+    return "ReadWriteOnce" in modes and "ReadWriteMany" not in modes
+
+
+def one_node_affinity(app: str, streamlet: str | None = None) -> dict[str, Any]:
+    """A pod affinity that schedules a pod on the node of the application's other pods (of one
+    streamlet's, given `streamlet`); the first goes anywhere: Kubernetes lets a pod that matches its
+    own term start where none runs."""
+    return {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": labels(app, streamlet) if streamlet else {LABEL_APP: app}},
+         "topologyKey": NODE_TOPOLOGY_KEY}]}}
+
+
+def _one_node_mounts(streamlet: StreamletSpec) -> list[str]:
+    """The streamlet's volume mounts mapped to claims of their own that are ReadWriteOnce: its
+    driver and executors mount them, so they must share a node."""
+    listed = streamlet.volume_mounts or {}
+    return [m["name"] for m in streamlet.descriptor.get("volume_mounts") or []
+            if m["name"] in listed and m.get("access_mode") == "ReadWriteOnce"]
+
+
 def typed(spec: dict[str, Any] | ApplicationSpec) -> ApplicationSpec:
     """The spec as its model (blueprint.deploy.spec); pydantic's ValidationError if it is none."""
     return spec if isinstance(spec, ApplicationSpec) else ApplicationSpec.model_validate(spec)
@@ -296,11 +349,15 @@ def _volumes(app: str, claim: str, streamlet: StreamletSpec) -> tuple[list[dict]
 
 def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any] | StreamletSpec,
                              secret: dict[str, Any] | None = None,
-                             env: dict[str, str] | None = None) -> dict[str, Any]:
+                             env: dict[str, str] | None = None,
+                             claim_modes: list[str] | None = None) -> dict[str, Any]:
     """The streamlet's SparkApplication, annotated with the hash of its spec and its Secret's data.
     The driver runs as spec.serviceAccountName, else as $STREAMLETS_SPARK_SERVICE_ACCOUNT (the
     chart's `sparkServiceAccount`: a ServiceAccount whose Role lets a driver create its executor
-    pods, services and config maps; Spark's spark.kubernetes.authenticate.driver.serviceAccountName)."""
+    pods, services and config maps; Spark's spark.kubernetes.authenticate.driver.serviceAccountName).
+    With a ReadWriteOnce checkpoint claim (claim_access_modes, `claim_modes` as read from the
+    cluster), the driver and executors get one_node_affinity of the application; else with a
+    ReadWriteOnce volume mount claim, that of the streamlet."""
     env = os.environ if env is None else env
     app, spec, streamlet = body["metadata"]["name"], typed(body["spec"]), _streamlet(streamlet)
     name = streamlet.name
@@ -318,6 +375,10 @@ def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any] | S
                 "volumeMounts": executor_mounts}
     if pod_annotations:
         executor["annotations"] = pod_annotations
+    if one_node(claim_access_modes(spec, env, claim_modes)):
+        driver["affinity"] = executor["affinity"] = one_node_affinity(app)
+    elif _one_node_mounts(streamlet):
+        driver["affinity"] = executor["affinity"] = one_node_affinity(app, name)
     service_account = spec.service_account_name or env.get("STREAMLETS_SPARK_SERVICE_ACCOUNT")
     if service_account:
         driver["serviceAccount"] = service_account
@@ -367,7 +428,7 @@ def render_claim(body: dict[str, Any], env: dict[str, str] | None = None) -> dic
     if storage.existing_claim:
         return None
     claim_spec: dict[str, Any] = {
-        "accessModes": [storage.access_mode or env.get("STREAMLETS_STORAGE_ACCESS_MODE") or "ReadWriteOnce"],
+        "accessModes": claim_access_modes(spec, env),
         "resources": {"requests": {"storage": storage.size or env.get("STREAMLETS_STORAGE_SIZE") or "10Gi"}},
     }
     storage_class = storage.storage_class_name or env.get("STREAMLETS_STORAGE_CLASS")
@@ -380,20 +441,29 @@ def render_claim(body: dict[str, Any], env: dict[str, str] | None = None) -> dic
 # --- everything ---------------------------------------------------------------------------------
 
 def render_streamlet(body: dict[str, Any], streamlet: dict[str, Any] | StreamletSpec,
-                     env: dict[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+                     env: dict[str, str] | None = None,
+                     claim_modes: list[str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(Secret, SparkApplication) of one streamlet."""
     secret = render_secret(body, streamlet)
-    return secret, render_spark_application(body, streamlet, secret, env)
+    return secret, render_spark_application(body, streamlet, secret, env, claim_modes)
 
 
-def render_all(body: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
-    """{'claim': PVC or None, 'streamlets': {name: (Secret, SparkApplication)}}; raises SpecError
-    with every problem if the spec is invalid."""
+def render_all(body: dict[str, Any], env: dict[str, str] | None = None,
+               claim_modes: list[str] | None = None) -> dict[str, Any]:
+    """{'claim': PVC or None, 'streamlets': {name: (Secret, SparkApplication)}}; `claim_modes`: the
+    access modes of the checkpoint claim as it exists (None: not read, or no claim yet). Raises
+    SpecError with every problem if the spec is invalid or its checkpoint claim cannot hold
+    checkpoints (storage_problem)."""
     problems = validate(body["spec"])
     if problems:
         raise SpecError("; ".join(problems))
+    spec = typed(body["spec"])
+    env = os.environ if env is None else env
+    problem = storage_problem(claim_name(body["metadata"]["name"], spec), claim_access_modes(spec, env, claim_modes))
+    if problem:
+        raise SpecError(problem)
     return {"claim": render_claim(body, env),
-            "streamlets": {s.name: render_streamlet(body, s, env) for s in typed(body["spec"]).streamlets}}
+            "streamlets": {s.name: render_streamlet(body, s, env, claim_modes) for s in spec.streamlets}}
 
 
 def spec_hash(data: Any) -> str:

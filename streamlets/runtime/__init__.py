@@ -12,7 +12,8 @@ the SDK in streamlets/).
 - control: the control stream (commands and results on Kafka) and its listener;
 - registry: control-command handlers and the imported-state reader, registered by the layers
   above (streamlets.state registers savepoint, dump-state and the reader);
-- storage, checkpoint: local or Hadoop file access, and Spark's checkpoint format read once.
+- storage, checkpoint: local or Hadoop file access, and Spark's checkpoint format read once;
+- object_store: the state root on S3 (`s3a://`): its settings, declared once.
 
 Imports only the SDK modules of streamlets/, never streamlets.state (tests/unit/test_layers.py).
 """

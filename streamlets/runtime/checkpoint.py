@@ -4,8 +4,9 @@ logs (`metadata`, `offsets/N`, `commits/N`) on any storage (streamlets.runtime.s
 A streamlet's checkpoint root holds one folder per query (`<checkpoint_root>/<query>`), the
 query's checkpointLocation. In a query folder, Spark writes `metadata` (one JSON line with the
 query id), `offsets/N` (a version line, a JSON metadata line with the pinned session settings
-under `conf`, then one line per source with its end offsets) and `commits/N` when batch N has
-committed.
+under `conf`, then one line per source with its end offsets: by position in format `v1`,
+`<source id>:<offsets>` in `v2`, the id a source's name or, unnamed, its position) and
+`commits/N` when batch N has committed.
 
 Local folders are read through LocalStorage (`local_checkpoint` checks that a path is a query
 checkpoint first). Errors in the files raise CheckpointFormatError; callers name what they were
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StreamletError
-from .storage import Storage, join
+from .storage import Storage, is_local, join, local_path
 
 
 # The files and folders of a query checkpoint (Spark's names).
@@ -31,6 +32,7 @@ SOURCES = "sources"  # sources/<source>/N: a source's own log (Kafka's initial o
 STATE = "state"  # state/<operator id>/<partition>/<version>.delta|.snapshot|.zip|.changelog
 OPERATOR_METADATA = "_metadata"  # state/<operator id>/_metadata/: metadata (OperatorStateMetadataV1), v2, schemas
 OPERATOR_METADATA_V2 = "v2"  # state/<operator id>/_metadata/v2: transformWithState's metadata
+OFFSETS_V2 = "v2"  # the version line of an offsets/N that keys its sources by id (named sources)
 
 
 def dead_letter_ledger(inlet: str) -> str:
@@ -63,11 +65,24 @@ def local_checkpoint(checkpoint: str | Path) -> Path:
     `offsets/` folder."""
     path = Path(checkpoint).expanduser().resolve()
     if not (path / METADATA).is_file() or not (path / OFFSETS).is_dir():
-        raise CheckpointFormatError(
-            f"{path} is not a Structured Streaming checkpoint (no metadata file or offsets/ folder); "
-            "pass the folder a query used as its checkpointLocation"
-        )
+        raise _not_a_checkpoint(path)
     return path
+
+
+def _not_a_checkpoint(path: str | Path) -> CheckpointFormatError:
+    return CheckpointFormatError(f"{path} is not a Structured Streaming checkpoint (no metadata file or offsets/ "
+                                 "folder); pass the folder a query used as its checkpointLocation")
+
+
+def query_checkpoint(storage: Storage, checkpoint: str | Path) -> str:
+    """A query checkpoint's path on `storage`: a local one absolute (local_checkpoint), a Hadoop
+    URI as given less a trailing '/'. Raises CheckpointFormatError as local_checkpoint does."""
+    if not is_local(str(checkpoint)):
+        text = str(checkpoint).rstrip("/")
+        if not storage.exists(join(text, METADATA)) or not storage.exists(join(text, OFFSETS)):
+            raise _not_a_checkpoint(text)
+        return text
+    return str(local_checkpoint(local_path(str(checkpoint))))
 
 
 def batch_ids(storage: Storage, log_folder: str) -> list[int]:
@@ -152,12 +167,97 @@ def pinned_conf(storage: Storage, checkpoint: str, batch: int) -> dict[str, str]
 
 def source_offsets(storage: Storage, checkpoint: str, batch: int) -> list[Any]:
     """The end offsets of each source in batch N (`offsets/N` after the version and metadata
-    lines): for Kafka a {topic: {partition: offset}} mapping."""
-    lines = offsets_text(storage, checkpoint, batch).splitlines()[2:]
-    out = []
-    for line in lines:
+    lines, in their order, without a `v2` line's source id): for Kafka a {topic: {partition:
+    offset}} mapping."""
+    return [offsets for _, offsets in source_entries(storage, checkpoint, batch)]
+
+
+def source_entries(storage: Storage, checkpoint: str, batch: int) -> list[tuple[str | None, Any]]:
+    """(source id, end offsets) of each source in batch N: the id is None in a `v1` log (sources
+    by position), the source's name or its position (`0`, `1`) in a `v2` log (parse_source_line)."""
+    lines = offsets_text(storage, checkpoint, batch).splitlines()
+    v2 = bool(lines) and lines[0].strip() == OFFSETS_V2
+    return [parse_source_line(line, v2) for line in lines[2:]]
+
+
+def parse_source_line(line: str, v2: bool) -> tuple[str | None, Any]:
+    """One source line of `offsets/N`: (its id in a `v2` log, else None; its offsets as JSON, or
+    the text when it is not JSON)."""
+    sid = None
+    if v2:
+        sid, _, line = line.partition(":")
+    try:
+        return sid, json.loads(line)
+    except ValueError:
+        return sid, line
+
+
+def named_by_position(ids: list[str | None]) -> bool:
+    """Whether a batch's source ids (source_entries) key its sources by position: a `v1` log (no
+    ids) or `v2` ids that are positions (`0`, `1`)."""
+    return any(i is None or i.isdigit() for i in ids)
+
+
+def state_partitions(storage: Storage, checkpoint: str) -> int | None:
+    """The number of state partitions of a query checkpoint's stateful operators (their
+    `state/<op>/_metadata/metadata`, `numPartitions`), None for a query without state or
+    without that file. What Spark 4.2 loads the state with is the `spark.sql.shuffle.partitions`
+    pinned in `offsets/N`; a `v2` log does not pin it in the batches of a query's first run."""
+    for op in storage.children(join(checkpoint, STATE)):
         try:
-            out.append(json.loads(line))
-        except ValueError:
-            out.append(line)
-    return out
+            _, meta = read_log(storage, join(checkpoint, STATE, op, OPERATOR_METADATA, METADATA))
+        except CheckpointFormatError:
+            continue
+        for info in meta.get("stateStoreInfo") or []:
+            if info.get("numPartitions"):
+                return int(info["numPartitions"])
+    return None
+
+
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"  # the state partitions, pinned in offsets/N
+
+
+def pin_state_partitions(storage: Storage, checkpoint: str) -> int | None:
+    """Pin the state's partition count (state_partitions) as `spark.sql.shuffle.partitions` in each
+    committed `offsets/N` that lacks it, as Spark 4.2's offset log format 2 leaves it out of the
+    batches of a query's first run: Spark's `statestore` reader fails on such a batch (`None.get`),
+    and a restart would load the state with the session's count. Committed batches only: Spark
+    never rewrites them, while an uncommitted one may be replayed (and an exactly-once outlet
+    identifies it by its text). Returns the count, None for a query without state."""
+    partitions = state_partitions(storage, checkpoint)
+    if partitions is None:
+        return None
+    for batch in committed_batches(storage, checkpoint):
+        path = offsets_file(checkpoint, batch)
+        if not storage.exists(path):
+            continue
+        lines, meta = read_log(storage, path)
+        if SHUFFLE_PARTITIONS in (meta.get("conf") or {}):
+            continue
+        meta = {**meta, "conf": {**(meta.get("conf") or {}), SHUFFLE_PARTITIONS: str(partitions)}}
+        storage.write_text(path, "\n".join([lines[0], json.dumps(meta, separators=(",", ":")), *lines[2:]]))
+        storage.delete(join(checkpoint, OFFSETS, f".{batch}.crc"))
+    return partitions
+
+
+def rewrite_sources_by_name(storage: Storage, checkpoint: str, names: dict[int, str | None], conf: dict[str, str]) -> None:
+    """Key a positional checkpoint's sources by name: every `offsets/N` becomes a `v2` log whose
+    source line at position i is `<names[i]>:<offsets>` (left out when names[i] is None: a source
+    the query no longer reads), with `conf` added to its pinned settings; `sources/<i>` (a source's
+    own log) moves to `sources/<names[i]>`. Spark's checksum files of the rewritten logs are
+    deleted (they would no longer match). The query must not be running."""
+    for batch in planned_batches(storage, checkpoint):
+        path = offsets_file(checkpoint, batch)
+        lines, meta = read_log(storage, path)
+        v2 = lines[0].strip() == OFFSETS_V2
+        meta = {**meta, "conf": {**(meta.get("conf") or {}), **conf}}
+        meta.setdefault("sourceMetadataInfo", {})
+        out = [OFFSETS_V2, json.dumps(meta, separators=(",", ":"))]
+        for i, line in enumerate(lines[2:]):
+            if names.get(i):
+                out.append(f"{names[i]}:{line.partition(':')[2] if v2 else line}")
+        storage.write_text(path, "\n".join(out))
+        storage.delete(join(checkpoint, OFFSETS, f".{batch}.crc"))
+    for i, name in names.items():
+        if name and storage.exists(join(checkpoint, SOURCES, str(i))):
+            storage.rename(join(checkpoint, SOURCES, str(i)), join(checkpoint, SOURCES, name))

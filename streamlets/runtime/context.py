@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -14,6 +15,8 @@ from . import progress_tracking
 from ..ports import AvroInlet, AvroOutlet, Port
 from .runconfig import StreamletRunConfig
 from ..schema import AvroSchema
+from ..sources import INITIAL_STATE, INLET, session_conf, source_name
+from .named_sources import plan_sources, start_conf
 from ..trigger import MICRO_BATCH, RealTimeModeError, Trigger, cores_refusal, plan_refusals, sink_refusal, writer_sink
 from ..volumes import VolumeMount
 
@@ -55,9 +58,14 @@ class StreamletContext:
         self.log = logging.getLogger(f"streamlets.{run.streamlet}")
         self._inlet_reads: list[InletRead] = []
         self._topics_read: list[str] = []
+        # source name -> the Kafka topic it reads (named_sources.start_conf matches old checkpoints by it),
+        # and the reads of each source name since the last query start (a second read is `<name>_2`)
+        self._source_topics: dict[str, str] = {}
+        self._source_reads: dict[str, int] = {}
         # query name -> Kafka partitions of real-time queries in this SparkContext (the runtime's;
         # shared by its streamlets so that they do not claim the same cores twice)
         self.realtime_tasks: dict[str, int] = {}
+        self.realtime_lock = threading.Lock()
         # (query, records) of each committed exactly-once batch; the runtime counts them as records out
         self.count_output: Callable[[str, int], None] | None = None
         # (query, its checkpoint's last committed end offsets per source): what it had processed
@@ -122,7 +130,9 @@ class StreamletContext:
         malformed values are left out of the DataFrame, counted in the observed metric
         `dead-letters:<inlet>` and written to the dead-letter topic; with "fail" the query stops on
         the first one (from_avro's FAILFAST). Reads from the earliest offset on a first start
-        (Kafka source `startingOffsets`), then from the checkpoint. Raises SchemaMismatchError
+        (Kafka source `startingOffsets`), then from the checkpoint. The source is named
+        `inlet_<inlet>` in the query's checkpoint (streamlets.sources), so a new version may add,
+        drop or reorder inlets and continue from it. Raises SchemaMismatchError
         before reading when the producer's schema (run config `writer_schemas`) differs from the
         inlet's in logical types (codec.check_logical_types).
         """
@@ -135,7 +145,9 @@ class StreamletContext:
         where = f"streamlet {self.name!r}, inlet {inlet.name!r} (topic {topic!r})"
         if writer_schema is not None:
             check_logical_types(writer_schema, inlet.schema, where)  # before anything is read or registered
-        raw = self.transport.read_stream(self.spark, topic, self.run.max_offsets_per_trigger)
+        name = self.source_name(INLET, inlet.name)
+        self._source_topics[name] = topic
+        raw = self.transport.read_stream(self.spark, topic, self.run.max_offsets_per_trigger, name=name)
         if not self.run.dry_run:
             from .quarantine import read_ledger, skip_quarantined
 
@@ -162,12 +174,23 @@ class StreamletContext:
         Union it, mapped to partial aggregates, with the query's input (a count becomes a sum of
         counts), as the seed's "load the model from storage when starting without state". The
         file source reads it once and remembers that in the checkpoint, so keep the setting on
-        restarts: the query's plan must not change. Raises StateExportError for a bad export.
+        restarts: the query's plan must not change. The source is named `initial_state_<operator_id>`
+        (streamlets.sources). Raises StateExportError for a bad export.
         """
         from .registry import read_initial_state
 
         where = self.run.initial_state.get(query_name)
-        return None if where is None else read_initial_state(self.spark, where, operator_id)
+        if where is None:
+            return None
+        return read_initial_state(self.spark, where, operator_id, self.source_name(INITIAL_STATE, operator_id))
+
+    def source_name(self, kind: str, name: str | int) -> str:
+        """The name of the next source of kind `kind` (streamlets.sources: inlet, mount,
+        initial_state) called `name` the streamlet reads: `<kind>_<name>`, with `_2`, `_3` for
+        its second and third read before the next query starts (a query's source names are unique)."""
+        base = source_name(kind, name)
+        n = self._source_reads[base] = self._source_reads.get(base, 0) + 1
+        return base if n == 1 else f"{base}_{n}"
 
     def write_stream(
         self,
@@ -249,9 +272,13 @@ class StreamletContext:
             committed = committed_batches(storage, location)
             if committed:
                 self.seed_offsets(query_name, source_offsets(storage, location, committed[-1]))
+        conf = start_conf(storage, location, plan_sources(writer._df), self._source_topics,  # noqa: SLF001
+                          where=f"streamlet {self.name!r}, query {query_name!r}", replay_ok=self.run.dry_run)
+        self._source_reads.clear()  # the next query's sources are named afresh
         # One FAIR scheduler pool per streamlet, so that streamlets sharing a session share cores.
         self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", self.name)
-        query = writer.queryName(f"{self.name}.{query_name}").option("checkpointLocation", location).start()
+        with session_conf(self.spark, conf):  # the settings Spark takes at the start (named_sources)
+            query = writer.queryName(f"{self.name}.{query_name}").option("checkpointLocation", location).start()
         self.queries.append(query)
         self.log.info("started query %s (checkpoint %s)", query.name, location)
         return query
@@ -268,13 +295,14 @@ class StreamletContext:
         if partitions_of is not None and self._topics_read:
             partitions = sum(partitions_of(t) for t in dict.fromkeys(self._topics_read))
             name = f"{self.name}.{query_name}"
-            taken = sum(n for q, n in self.realtime_tasks.items() if q != name)
             cores = self.spark.sparkContext.defaultParallelism
-            short = cores_refusal(partitions, cores, taken)
-            if short:
-                reasons.append(short)
-            elif not reasons:
-                self.realtime_tasks[name] = partitions
+            with self.realtime_lock:  # streamlets may start at once (StreamletRuntime.start_all)
+                taken = sum(n for q, n in self.realtime_tasks.items() if q != name)
+                short = cores_refusal(partitions, cores, taken)
+                if short:
+                    reasons.append(short)
+                elif not reasons:
+                    self.realtime_tasks[name] = partitions
         if reasons:
             raise RealTimeModeError(f"streamlet {self.name!r} cannot run query {query_name!r} in real-time mode: "
                                     + "; ".join(reasons))

@@ -37,6 +37,7 @@ from typing import Any, Callable, Literal
 from pydantic import BaseModel, ConfigDict
 
 from ..kafka_logging import client_config
+from ..kafka_security import KafkaConnection
 from ..ports import AvroInlet, ErrorHandling
 from ..schema import AvroSchema, decode, encode
 from .system_topics import control_topic, results_topic  # the topics' names (their one home)
@@ -154,7 +155,7 @@ def _decode(schema: dict[str, Any], data: bytes) -> dict[str, Any]:
     return decode(_SCHEMAS[schema["name"]], data)
 
 
-def send_command(bootstrap: str, app_id: str, command: Command) -> None:
+def send_command(bootstrap: str | KafkaConnection, app_id: str, command: Command) -> None:
     """Produce `command` to the application's control topic (`<app_id>.control`, keyed by the command id) and
     wait for the delivery. Raises RuntimeError if Kafka at `bootstrap` has not acknowledged it within 30
     seconds."""
@@ -166,7 +167,7 @@ def send_command(bootstrap: str, app_id: str, command: Command) -> None:
         raise RuntimeError(f"the command was not delivered to {control_topic(app_id)} on {bootstrap}")
 
 
-def await_results(bootstrap: str, app_id: str, command_id: str, expected: set[str] | None, timeout: float,
+def await_results(bootstrap: str | KafkaConnection, app_id: str, command_id: str, expected: set[str] | None, timeout: float,
                   consumer=None) -> list[dict[str, Any]]:
     """Results of command `command_id` until one from each of `expected` streamlets (None: wait the
     whole timeout) or `timeout` seconds. Pass a `consumer` subscribed before the command was sent
@@ -204,7 +205,7 @@ def collect_results(consumer, waiting: dict[str, set[str] | None], timeout: floa
     return results
 
 
-def results_consumer(bootstrap: str, app_id: str):
+def results_consumer(bootstrap: str | KafkaConnection, app_id: str):
     """A consumer of the results topic positioned at its end (create it before sending)."""
     from confluent_kafka import Consumer
 
@@ -238,7 +239,7 @@ class ControlListener(threading.Thread):
     an exception becomes an `error` result with its message. Started by the runner and sandbox.
     """
 
-    def __init__(self, bootstrap: str, app_id: str, streamlets: Callable[[], list[str]],
+    def __init__(self, bootstrap: str | KafkaConnection, app_id: str, streamlets: Callable[[], list[str]],
                  actions: Callable[[str, str, dict[str, str], str], Outcome]) -> None:
         super().__init__(name=f"control-{app_id}", daemon=True)
         from confluent_kafka import Consumer, Producer

@@ -14,17 +14,15 @@ from __future__ import annotations
 import ast
 import json
 import logging
-import os
 import queue
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..avro_limits import max_value_bytes
 from .checkpoint import committed_batches, dead_letter_ledger, source_offsets
 from .codec import MALFORMED, RECORD, decode_value
-from .storage import LocalStorage
+from .storage import join, storage_for
 from ..schema import AvroSchema, decode
 
 if TYPE_CHECKING:
@@ -81,35 +79,35 @@ class ScanRequest:
     malformed: int  # how many the micro-batch reported; 0: only advance the ledger
 
 
-def _ledger_path(checkpoint: str, inlet: str) -> Path:
-    return Path(checkpoint) / dead_letter_ledger(inlet)
+def _ledger_path(checkpoint: str, inlet: str) -> str:
+    return join(checkpoint, dead_letter_ledger(inlet))
 
 
-def read_ledger(checkpoint: str, inlet: str) -> dict[str, int] | None:
-    """The inlet's dead-letter ledger in a query checkpoint: partition (as text) -> the offset up to which
-    malformed values were written; None before the first scan."""
+def read_ledger(checkpoint: str, inlet: str, spark: "SparkSession | None" = None) -> dict[str, int] | None:
+    """The inlet's dead-letter ledger in a query checkpoint (a folder or Hadoop URI, read through
+    `spark`'s Hadoop settings: streamlets.runtime.storage): partition (as text) -> the offset up to
+    which malformed values were written; None before the first scan."""
     path = _ledger_path(checkpoint, inlet)
-    return json.loads(path.read_text()) if path.is_file() else None
+    storage = storage_for(path, spark)
+    return json.loads(storage.read_text(path)) if storage.exists(path) else None
 
 
-def write_ledger(checkpoint: str, inlet: str, offsets: dict[str, int]) -> None:
-    """Replace the inlet's dead-letter ledger with `offsets` (partition -> next offset to scan), atomically (a
-    temp file renamed), creating the checkpoint folder if needed."""
+def write_ledger(checkpoint: str, inlet: str, offsets: dict[str, int], spark: "SparkSession | None" = None) -> None:
+    """Replace the inlet's dead-letter ledger with `offsets` (partition -> next offset to scan), whole or not
+    at all (Storage.write_text: a temp file renamed locally, one PUT on an object store), creating the
+    checkpoint folder if needed."""
     path = _ledger_path(checkpoint, inlet)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(offsets, sort_keys=True))
-    os.replace(tmp, path)  # atomic: a crash leaves the old or the new ledger, never half
+    storage_for(path, spark).write_text(path, json.dumps(offsets, sort_keys=True))
 
 
-def committed_offsets(checkpoint: str, topic: str) -> dict[str, int] | None:
+def committed_offsets(checkpoint: str, topic: str, spark: "SparkSession | None" = None) -> dict[str, int] | None:
     """End offsets of `topic` in the last committed micro-batch of a query's checkpoint.
 
     Reads Spark's offset log (`offsets/<batch>`: a version line, the batch metadata, then one
     line per source) for the last batch id in `commits/` (streamlets.runtime.checkpoint). None
-    when nothing was committed. A local checkpoint folder.
+    when nothing was committed. A folder or Hadoop URI, read through `spark`'s Hadoop settings.
     """
-    storage = LocalStorage()
+    storage = storage_for(checkpoint, spark)
     ids = committed_batches(storage, checkpoint)
     if not ids:
         return None
@@ -169,10 +167,10 @@ class DeadLetterWriter:
 
     def recover(self, read: InletRead, checkpoint: str) -> None:
         """Before a query starts: rescan what its checkpoint committed beyond the ledger."""
-        committed = committed_offsets(checkpoint, read.topic)
+        committed = committed_offsets(checkpoint, read.topic, self.spark)
         if committed is None:
             return
-        ledger = read_ledger(checkpoint, read.inlet)
+        ledger = read_ledger(checkpoint, read.inlet, self.spark)
         if ledger is not None and all(ledger.get(p, 0) >= o for p, o in committed.items()):
             return
         log.info("dead letters: rescanning %s from %s to %s after a restart", read.topic, ledger, committed)
@@ -213,10 +211,10 @@ class DeadLetterWriter:
                 n = self.scan(request)
                 key = (request.read.streamlet, request.read.inlet)
                 self.written[key] = self.written.get(key, 0) + n
-            merged = dict(read_ledger(request.checkpoint, request.read.inlet) or {})
+            merged = dict(read_ledger(request.checkpoint, request.read.inlet, self.spark) or {})
             for p, o in request.end.items():
                 merged[p] = max(merged.get(p, 0), o)
-            write_ledger(request.checkpoint, request.read.inlet, merged)
+            write_ledger(request.checkpoint, request.read.inlet, merged, self.spark)
         except Exception as e:  # keep the streamlet running; the ledger stays behind for a rescan
             msg = f"dead-letter scan of {request.read.topic} {request.start}..{request.end} failed: {e}"
             log.error(msg)

@@ -50,6 +50,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
 from ..kafka_logging import client_config
+from ..kafka_security import KafkaConnection, KafkaSecurity
 from ..settings import AT_LEAST_ONCE, DELIVERY, EXACTLY_ONCE  # noqa: F401  (EXACTLY_ONCE: the runtime's name for it too)
 from .system_topics import LEDGER_CONFIG, ledger_topic  # the ledger topic's name and config (their one home)
 
@@ -124,7 +125,8 @@ class TransactionalBatchWriter:
 
     `df` has columns `key` (string or null) and `value` (binary), as `codec.encode_outlet` builds
     them. `bootstrap_servers` is Kafka's bootstrap.servers; `kafka_options` are the transport's
-    Spark options (`kafka.<name>`; the security/SSL/SASL ones are passed to librdkafka). Raises
+    Spark options (`kafka.<name>`; the security/SSL/SASL ones are passed to librdkafka); `security`
+    (streamlets.kafka_security) is the transport's, in librdkafka's names. Raises
     ExactlyOnceError when the transaction cannot be committed (it is aborted first).
 
     `collect` is how the batch reaches the driver: "arrow" (default) or "iterator" (see _rows).
@@ -133,7 +135,8 @@ class TransactionalBatchWriter:
     """
 
     def __init__(self, bootstrap_servers: str, topic: str, *, app_id: str, streamlet: str, query: str,
-                 kafka_options: Mapping[str, str] | None = None, checkpoint: str | None = None,
+                 kafka_options: Mapping[str, str] | None = None, security: KafkaSecurity | None = None,
+                 checkpoint: str | None = None,
                  storage: Any = None, collect: str = "arrow", before_commit: Callable[[int, int], None] | None = None) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
@@ -142,6 +145,7 @@ class TransactionalBatchWriter:
         self.ledger = ledger_topic(app_id)
         self.options = {k[len("kafka."):]: v for k, v in (kafka_options or {}).items()
                         if k.startswith("kafka.") and k[len("kafka."):] in _PASSED_OPTIONS}
+        self.kafka = KafkaConnection(bootstrap_servers=bootstrap_servers, security=security or KafkaSecurity())
         self.before_commit = before_commit
         self.checkpoint = checkpoint
         self.storage = storage
@@ -159,7 +163,7 @@ class TransactionalBatchWriter:
     def _common(self) -> dict[str, Any]:
         """Client settings shared by the producer, the ledger consumer and the admin client; their
         librdkafka log lines go to the `streamlets.kafka` logger (kafka_logging), not stderr."""
-        return client_config({"bootstrap.servers": self.bootstrap_servers, **self.options})
+        return {**client_config({"bootstrap.servers": self.kafka}), **self.options}
 
     def _start(self) -> None:
         """Create the producer (fencing any earlier one of the same transactional.id, whose open
@@ -417,6 +421,7 @@ def transactional_stream_writer(ctx: Any, encoded: "DataFrame", topic: str, quer
     checkpoint = ctx.checkpoint_location(query_name)
     writer = TransactionalBatchWriter(ctx.transport.bootstrap_servers, topic, app_id=ctx.app_id,
                                       streamlet=ctx.name, query=query_name, kafka_options=ctx.transport.options,
+                                      security=ctx.transport.security,
                                       checkpoint=checkpoint, storage=storage_for(checkpoint, ctx.spark))
     ctx.batch_writers = getattr(ctx, "batch_writers", {})
     ctx.batch_writers[query_name] = writer

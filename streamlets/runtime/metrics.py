@@ -18,6 +18,7 @@ Labels: `app`, `streamlet`, `query` (the query name without the streamlet), `inl
 | streamlets_processed_records_per_second | gauge | records/s | processedRowsPerSecond (last batch) |
 | streamlets_batch_duration_seconds | gauge | s | durationMs.triggerExecution (last batch) |
 | streamlets_processing_delay_seconds | gauge | s | durationMs.addBatch: the last batch's data processing |
+| streamlets_busy_seconds_total | counter | s | durationMs.addBatch of every batch, summed (streamlets.autoscale's busy time) |
 | streamlets_last_progress_timestamp_seconds | gauge | Unix s | when the last progress report arrived |
 | streamlets_watermark_timestamp_seconds | gauge | Unix s | eventTime.watermark (queries with one) |
 | streamlets_state_rows | gauge | rows | stateOperators.numRowsTotal, summed |
@@ -46,6 +47,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 if TYPE_CHECKING:
+    from ..kafka_security import KafkaConnection
     from .runner import StreamletRuntime
 
 log = logging.getLogger(__name__)
@@ -68,6 +70,8 @@ QUERY_FAMILIES: tuple[tuple[str, type[CounterMetricFamily] | type[GaugeMetricFam
      "The last micro-batch's duration (durationMs.triggerExecution), seconds."),
     ("delay", GaugeMetricFamily, "streamlets_processing_delay_seconds",
      "The last micro-batch's data processing time (durationMs.addBatch), seconds."),
+    ("busy_total", CounterMetricFamily, "streamlets_busy_seconds",
+     "Data processing time of every micro-batch since the query started (durationMs.addBatch summed), seconds."),
     ("last", GaugeMetricFamily, "streamlets_last_progress_timestamp_seconds", "When the query last reported progress, Unix seconds."),
     ("watermark", GaugeMetricFamily, "streamlets_watermark_timestamp_seconds", "The query's event-time watermark, Unix seconds."),
     ("state_rows", GaugeMetricFamily, "streamlets_state_rows", "Rows in the query's state stores."),
@@ -95,7 +99,7 @@ class TopicOffsets:
     `max_age` seconds. A broker that does not answer within `timeout` seconds leaves the last
     known offsets standing (a scrape never fails for it)."""
 
-    def __init__(self, bootstrap: str, *, max_age: float = 1.0, timeout: float = 2.0) -> None:
+    def __init__(self, bootstrap: "str | KafkaConnection", *, max_age: float = 1.0, timeout: float = 2.0) -> None:
         from confluent_kafka.admin import AdminClient
 
         from ..kafka_logging import client_config
@@ -142,7 +146,7 @@ class RuntimeCollector(Collector):
     adds restarts counted outside the runtime (the sandbox's supervisor restarting a streamlet
     is the runtime's restart too, so the sandbox passes none)."""
 
-    def __init__(self, runtime: "StreamletRuntime", app_id: str, bootstrap: str | None) -> None:
+    def __init__(self, runtime: "StreamletRuntime", app_id: str, bootstrap: "str | KafkaConnection | None") -> None:
         self.runtime = runtime
         self.app_id = app_id
         self.offsets = TopicOffsets(bootstrap) if bootstrap else None
@@ -170,6 +174,7 @@ class RuntimeCollector(Collector):
             query_metrics["processed_rate"].add_metric(labels, s.processed_rate)
             query_metrics["duration"].add_metric(labels, s.batch_duration_ms / 1000)
             query_metrics["delay"].add_metric(labels, s.add_batch_ms / 1000)
+            query_metrics["busy_total"].add_metric(labels, s.busy_seconds)
             if s.last_progress:
                 query_metrics["last"].add_metric(labels, s.last_progress)
             watermark = _unix_seconds(s.watermark)
@@ -263,7 +268,7 @@ def _unix_seconds(iso: str | None) -> float | None:
     return value or None
 
 
-def runtime_registry(runtime: "StreamletRuntime", app_id: str, bootstrap: str | None, *,
+def runtime_registry(runtime: "StreamletRuntime", app_id: str, bootstrap: "str | KafkaConnection | None", *,
                      collector: RuntimeCollector | None = None) -> CollectorRegistry:
     """A registry holding the runtime's collector (`collector`, else a new one) and
     prometheus-client's process metrics of this Python process (CPU seconds, resident memory,

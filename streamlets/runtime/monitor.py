@@ -90,6 +90,8 @@ class QueryStats:
     state_memory_bytes: int = 0
     batch_duration_ms: int = 0  # the last micro-batch, whole (durationMs.triggerExecution)
     add_batch_ms: int = 0  # the last micro-batch's processing of its data (durationMs.addBatch)
+    # every micro-batch's addBatch summed, seconds: how busy the query was (the autoscaler's busy time)
+    busy_seconds: float = 0.0
     # Kafka offsets the query has processed up to (its last batch's end offsets): topic -> partition -> offset
     end_offsets: dict[str, dict[int, int]] = field(default_factory=dict)
     last_batch_id: int = -1
@@ -224,6 +226,7 @@ class ProgressMonitor(StreamingQueryListener):
         durations = p.durationMs or {}
         stats.batch_duration_ms = int(durations.get("triggerExecution") or 0)
         stats.add_batch_ms = int(durations.get("addBatch") or 0)
+        stats.busy_seconds += stats.add_batch_ms / 1000
         stats.last_batch_id = p.batchId
         stats.last_progress = time.time()
         stats.status = "running"

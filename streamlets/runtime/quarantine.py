@@ -206,16 +206,18 @@ class _ProbeTransport:
     def __init__(self, base, batch: FailedBatch, keep: dict[str, list[Interval]], ledger: list[dict[str, Any]]) -> None:
         self.base, self.batch, self.keep, self.ledger = base, batch, keep, ledger
 
-    def read_stream(self, spark, topic: str, max_offsets_per_trigger=None):
+    def read_stream(self, spark, topic: str, max_offsets_per_trigger=None, *, name: str | None = None):
         from pyspark.sql import functions as F
+
+        from .transport import load_source
 
         end = self.batch.end.get(topic)
         reader = self.base._reader(spark.readStream).option("subscribe", topic)
         if end is None:  # not an input of the failed query: nothing of it
-            return reader.option("startingOffsets", "latest").load().where(F.lit(False))
+            return load_source(spark, reader.option("startingOffsets", "latest"), name).where(F.lit(False))
         start = self.batch.start.get(topic)
         starting = json.dumps({topic: {p: (start or {}).get(p, -2) for p in end}}) if start else "earliest"
-        raw = reader.option("startingOffsets", starting).load()
+        raw = load_source(spark, reader.option("startingOffsets", starting), name)
         if topic in self.keep:
             intervals = self.keep[topic]
         else:

@@ -57,14 +57,16 @@ def registered() -> set[str]:
 
 
 def initial_state_reader(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Register `fn(spark, location, operator_id) -> DataFrame`, the reader of imported state."""
+    """Register `fn(spark, location, operator_id, source_name=...) -> DataFrame`, the reader of
+    imported state (a streaming source named `source_name`)."""
     _READERS["initial_state"] = fn
     return fn
 
 
-def read_initial_state(spark: Any, location: str, operator_id: int) -> Any:
-    """Read imported state with the registered reader; StreamletError if none is registered."""
+def read_initial_state(spark: Any, location: str, operator_id: int, source_name: str | None = None) -> Any:
+    """Read imported state with the registered reader, as the streaming source `source_name`;
+    StreamletError if none is registered."""
     reader = _READERS.get("initial_state")
     if reader is None:
         raise StreamletError("imported state cannot be read here: streamlets.state is not loaded")
-    return reader(spark, location, operator_id)
+    return reader(spark, location, operator_id, source_name=source_name)

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from ..kafka_security import KafkaConnection, KafkaSecurity
 from ..settings import BY_FIELD, DELIVERY, ON_FAILURE, PROGRESS_TRACKING, TRIGGER, Setting
 from .layout import StateLayout
 
@@ -75,6 +76,9 @@ class StreamletRunConfig(BaseModel):
         default_factory=dict, description="inlet name -> the producer's Avro schema, where it differs from the inlet's")
     bootstrap_servers: str | None = Field(default=None, description="Kafka bootstrap.servers; None: file transport (test kit)")
     kafka_options: dict[str, str] = Field(default_factory=dict, description="extra kafka.* source/sink options")
+    kafka_security: KafkaSecurity = Field(default_factory=KafkaSecurity, description="how every Kafka client "
+                                          "connects (streamlets.kafka_security): TLS, SASL; secrets by file or "
+                                          "environment variable, never their values")
     config_parameters: dict[str, Any] = Field(default_factory=dict, description="raw values by key; defaults fill the rest")
     volume_mounts: dict[str, str] = Field(default_factory=dict, description="mount name -> local folder or path")
     checkpoint_root: str
@@ -111,6 +115,12 @@ class StreamletRunConfig(BaseModel):
     def _setting_value(cls, value: str | None, info: ValidationInfo) -> str | None:
         # streamlets.settings: the value in its normal text; ValueError: pydantic's ValidationError names the field
         return None if value is None else BY_FIELD[str(info.field_name)].normal(value)
+
+    def kafka(self) -> KafkaConnection | None:
+        """The Kafka cluster of the run with its security; None with the file transport."""
+        if not self.bootstrap_servers:
+            return None
+        return KafkaConnection(bootstrap_servers=self.bootstrap_servers, security=self.kafka_security)
 
     def checkpoint_location(self, query: str) -> str:
         """The checkpointLocation of query `query`: `<checkpoint_root>/<query>` (a local path or a Hadoop

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from .checkpoint import committed_batches, query_folders
@@ -36,7 +36,7 @@ def transport_for(run: StreamletRunConfig):
     """Kafka at the run's bootstrap servers; without them the file transport, in `topics` of the
     state folder around the run's checkpoints (streamlets.runtime.layout)."""
     if run.bootstrap_servers:
-        return KafkaTransport(run.bootstrap_servers, run.kafka_options)
+        return KafkaTransport(run.bootstrap_servers, run.kafka_options, security=run.kafka_security)
     return FileTransport(run.layout().topics)
 
 
@@ -61,8 +61,10 @@ class StreamletRuntime:
         from .quarantine import Quarantine
 
         self.quarantine = Quarantine(self)
-        # query name -> Kafka partitions (= cores held) of this runtime's real-time queries
+        # query name -> Kafka partitions (= cores held) of this runtime's real-time queries, and
+        # the lock under which a starting query checks the free cores and takes its share
         self.realtime_tasks: dict[str, int] = {}
+        self.realtime_lock = threading.Lock()
 
     def start(self, run: StreamletRunConfig) -> StreamletContext:
         """Import the run config's class and start it (see start_class)."""
@@ -83,6 +85,7 @@ class StreamletRuntime:
         session.streams.addListener(self.monitor)
         ctx = StreamletContext(session, cls(), run, self.transport, self.dead_letters)
         ctx.realtime_tasks = self.realtime_tasks
+        ctx.realtime_lock = self.realtime_lock
         ctx.count_output = lambda query, n: self.monitor.count_output(run.streamlet, query, n)
         ctx.seed_offsets = lambda query, offsets: self.monitor.seed_end_offsets(run.streamlet, query, offsets)
         self.monitor.register(run.streamlet, ctx.inlet_reads, ctx.checkpoint_location)
@@ -92,6 +95,35 @@ class StreamletRuntime:
         if not ctx.queries:
             raise StreamletError(f"streamlet {run.streamlet!r} started no query: create_logic must call write_stream or start_query")
         return ctx
+
+    def start_all(self, starts: Sequence[tuple[type[Streamlet], StreamletRunConfig]]) -> list[StreamletContext]:
+        """Start several streamlets at once, each with start_class in a thread of its own; returns
+        their contexts in the order of `starts` (also the order of `contexts` and `queries()`).
+
+        A streamlet's start waits mostly on the JVM and the broker (its session, its checkpoint,
+        its exactly-once producer's transactions, each query's first plan), so streamlets started
+        together take about as long as the slowest, not the sum. It is safe because streamlets
+        share nothing they change while starting: each has its own session (SQL settings, scheduler
+        pool: py4j's pinned threads give each thread its own JVM thread-local properties), their
+        topics exist before, and real-time queries take their cores under `realtime_lock`.
+
+        Every start runs to its end before anything is raised, so that a stop finds every query that
+        did start; then the error of the first failed streamlet in `starts` order is raised
+        (StreamletError, or whatever its create_logic raised)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        if len(starts) <= 1:
+            return [self.start_class(cls, run) for cls, run in starts]
+        with ThreadPoolExecutor(len(starts), thread_name_prefix="streamlet-start") as pool:
+            futures = [pool.submit(self.start_class, cls, run) for cls, run in starts]
+        names = [run.streamlet for _, run in starts]
+        self.contexts = {**{n: self.contexts[n] for n in names if n in self.contexts},
+                         **{n: c for n, c in self.contexts.items() if n not in names}}
+        for future in futures:
+            error = future.exception()
+            if error is not None:
+                raise error
+        return [future.result() for future in futures]
 
     def queries(self):
         """Every streaming query (pyspark StreamingQuery) the runtime's streamlets started, in the order of
@@ -193,11 +225,12 @@ def _close_batch_writers(ctx: StreamletContext) -> None:
 
 def start_control_listener(runtime: StreamletRuntime, run: StreamletRunConfig):
     """The control-stream listener of a runtime on Kafka (None with the file transport)."""
-    if not run.bootstrap_servers:
+    kafka = run.kafka()
+    if kafka is None:
         return None
     from .control import ControlListener
 
-    listener = ControlListener(run.bootstrap_servers, run.app_id, lambda: list(runtime.contexts), runtime.control)
+    listener = ControlListener(kafka, run.app_id, lambda: list(runtime.contexts), runtime.control)
     listener.start()
     return listener
 

@@ -6,6 +6,11 @@ reached through a mirror declared in ~/.m2/settings.xml, Spark's resolver is poi
 (`spark.jars.repositories`). In the streamlet image (docker/streamlet.Dockerfile) the connectors
 are among Spark's own jars ($SPARK_HOME/jars) and nothing is resolved.
 
+A session whose state root is on S3 (streamlets.runtime.object_store, `s3a://`) also gets Hadoop's
+S3A connector: `hadoop-aws` of the Hadoop in Spark's jars and the AWS SDK v2's per-service jars
+it needs (`s3`, `s3-transfer-manager` and what they depend on: 35 jars, 12 MB), resolved and
+cached the same way, never the SDK's `bundle` jar (690 MB). Local runs resolve none of it.
+
 Every JVM it starts bounds Avro's allocations per value (streamlets.avro_limits): the limits go
 into spark.driver.extraJavaOptions and spark.executor.extraJavaOptions, which PySpark passes to
 spark-submit when it launches the driver JVM.
@@ -26,6 +31,8 @@ from ..cache import cache_root
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from .object_store import ObjectStore
+
 
 def spark_version() -> str:
     """The installed PySpark's version (`4.2.0`), read without starting Spark."""
@@ -41,36 +48,73 @@ def connector_packages(version: str | None = None) -> list[str]:
     return [f"org.apache.spark:spark-sql-kafka-0-10_{scala}:{v}", f"org.apache.spark:spark-avro_{scala}:{v}"]
 
 
-def connectors_in_spark_home(version: str | None = None) -> bool:
-    """Whether Spark's own jars include the connectors (the streamlet image puts them in
-    $SPARK_HOME/jars when it is built, docker/connectors.py): then they are on every JVM's class
-    path already, and a session asks for no packages (nothing to download, nothing to resolve)."""
+def _spark_jars() -> Path:
     import pyspark
 
+    return Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent) / "jars"
+
+
+def hadoop_version() -> str:
+    """The version of the Hadoop client in Spark's jars (`hadoop-client-runtime-<version>.jar`: 3.5.0
+    for PySpark 4.2.0). RuntimeError if there is none."""
+    for jar in _spark_jars().glob("hadoop-client-runtime-*.jar"):
+        return jar.name[len("hadoop-client-runtime-"):-len(".jar")]
+    raise RuntimeError(f"no hadoop-client-runtime jar in {_spark_jars()}: cannot tell which hadoop-aws matches")
+
+
+# The AWS SDK v2 version each Hadoop release is built with (hadoop-project's aws-java-sdk-v2.version)
+AWS_SDK_FOR_HADOOP = {"3.5.0": "2.35.4"}
+# What the S3A packages would pull in that Spark ships itself, or that S3A needs not: the SDK's
+# all-services bundle (690 MB; the per-service jars replace it), Netty, HTTP client, logging, codec,
+# and wildfly-openssl (only for fs.s3a.ssl.channel.mode=openssl). Ivy's glob patterns, group:artifact.
+S3A_EXCLUDES = ("software.amazon.awssdk:bundle", "io.netty:*", "org.apache.httpcomponents:*", "commons-logging:*",
+                "commons-codec:*", "org.slf4j:*", "org.wildfly.openssl:*")
+
+
+def s3a_packages() -> list[str]:
+    """Maven coordinates of Hadoop's S3A connector for Spark's Hadoop: hadoop-aws and the AWS SDK's
+    s3 and s3-transfer-manager (their dependencies follow, less S3A_EXCLUDES). RuntimeError for a
+    Hadoop whose SDK version AWS_SDK_FOR_HADOOP does not know."""
+    hadoop = hadoop_version()
+    sdk = AWS_SDK_FOR_HADOOP.get(hadoop)
+    if sdk is None:
+        raise RuntimeError(f"Hadoop {hadoop}: which AWS SDK v2 its hadoop-aws needs is not known; add it to "
+                           "streamlets.runtime.spark_session.AWS_SDK_FOR_HADOOP (hadoop-project's aws-java-sdk-v2.version)")
+    return [f"org.apache.hadoop:hadoop-aws:{hadoop}", f"software.amazon.awssdk:s3:{sdk}",
+            f"software.amazon.awssdk:s3-transfer-manager:{sdk}"]
+
+
+def connectors_in_spark_home(version: str | None = None, s3a: bool = False) -> bool:
+    """Whether Spark's own jars include the connectors (the streamlet image puts them in
+    $SPARK_HOME/jars when it is built, docker/connectors.py), and with `s3a` hadoop-aws too: then
+    they are on every JVM's class path already, and a session asks for no packages (nothing to
+    download, nothing to resolve)."""
     v = version or spark_version()
-    home = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
     names = [f"{coordinate.split(':')[1]}-{v}.jar" for coordinate in connector_packages(v)]
-    return all((home / "jars" / name).is_file() for name in names)
+    if s3a:
+        names.append(f"hadoop-aws-{hadoop_version()}.jar")
+    return all((_spark_jars() / name).is_file() for name in names)
 
 
-def _manifest() -> Path:
-    return cache_root() / f"spark-connectors-{spark_version()}.txt"
+def _manifest(s3a: bool = False) -> Path:
+    return cache_root() / f"spark-connectors-{spark_version()}{'-s3a' if s3a else ''}.txt"
 
 
-def cached_connector_jars() -> list[str] | None:
-    """The connector jars resolved by an earlier session, if all are still in the cache.
+def cached_connector_jars(s3a: bool = False) -> list[str] | None:
+    """The connector jars resolved by an earlier session (with `s3a`, the S3A connector's too), if
+    all are still in the cache.
 
     Passing them as `spark.jars` skips Ivy's resolution (which checks remote repositories
     even when everything is cached) and saves seconds on every session start.
     """
-    manifest = _manifest()
+    manifest = _manifest(s3a)
     if not manifest.is_file():
         return None
     jars = [line.strip() for line in manifest.read_text().splitlines() if line.strip()]
     return jars if jars and all(Path(j).is_file() for j in jars) else None
 
 
-def _remember_connector_jars(resolved: str) -> None:
+def _remember_connector_jars(resolved: str, s3a: bool = False) -> None:
     """Record the jars Ivy resolved, minus those PySpark already ships (hadoop-client, lz4...)."""
     import pyspark
 
@@ -81,9 +125,9 @@ def _remember_connector_jars(resolved: str) -> None:
         if path.name.partition("_")[2] not in shipped:
             jars.append(str(path))
     if jars:
-        tmp = _manifest().with_suffix(".tmp")
+        tmp = _manifest(s3a).with_suffix(".tmp")
         tmp.write_text("\n".join(jars) + "\n")
-        os.replace(tmp, _manifest())
+        os.replace(tmp, _manifest(s3a))
 
 
 def maven_mirrors(settings: Path | None = None) -> list[str]:
@@ -124,6 +168,41 @@ DEFAULT_CONF: dict[str, str] = {
 JAVA_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 
 
+# Class data sharing (JDK's AppCDS, JEP 350): the classes a driver JVM loaded at start, kept in
+# one file that later JVMs map instead of loading and verifying each class again.
+CLASS_ARCHIVE_OFF = "STREAMLETS_CLASS_ARCHIVE"  # "0": start JVMs without the archive
+_CDS_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # a stale archive is skipped without a word
+
+
+def class_archive() -> Path:
+    """Where the driver JVM's class archive lives: one per PySpark version and Java runtime
+    (a JVM refuses an archive another JDK build or another class path wrote, and then starts as
+    without it), under the streamlets cache."""
+    import hashlib
+    import shutil
+
+    java_home = os.environ.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java") or "java"
+    real = os.path.realpath(java)
+    try:
+        stamp = f"{real}:{os.stat(real).st_size}:{os.stat(real).st_mtime_ns}"
+    except OSError:
+        stamp = real
+    key = hashlib.sha256(stamp.encode()).hexdigest()[:12]
+    return cache_root() / "cds" / f"spark-{spark_version()}-{key}.jsa"
+
+
+def class_archive_option() -> str | None:
+    """The driver JVM option that maps the class archive (`-XX:SharedArchiveFile`, with
+    `-Xshare:auto`: an archive that does not fit is skipped), or None when there is none yet or
+    $STREAMLETS_CLASS_ARCHIVE is "0". `python -m streamlets.runtime.spark_session --resolve`
+    (dev/setup) writes the archive; it saves about a third of a driver's start (1 to 3 s)."""
+    if os.environ.get(CLASS_ARCHIVE_OFF) == "0":
+        return None
+    path = class_archive()
+    return f"-XX:SharedArchiveFile={path} -Xshare:auto {_CDS_QUIET}" if path.is_file() else None
+
+
 def launched_by_spark_submit() -> bool:
     """True in a driver that spark-submit started (a driver pod: Spark's PythonRunner hands the
     Python process its JVM through PYSPARK_GATEWAY_PORT). Its master is spark-submit's --master
@@ -153,6 +232,7 @@ def build_spark_session(
     app_name: str,
     conf: Mapping[str, str] | None = None,
     master: str | None = None,
+    store: "ObjectStore | None" = None,
 ) -> "SparkSession":
     """Create (or get) the SparkSession with the connectors on its classpath.
 
@@ -164,6 +244,10 @@ def build_spark_session(
     $STREAMLETS_MAX_VALUE_BYTES is malformed). A JVM that was already running (a driver pod, an
     earlier session) gets them as system properties if Avro has not decoded yet; if it has,
     a warning says the limits do not hold.
+    `store`: the state root's object store (streamlets.runtime.object_store): its settings
+    (`spark.hadoop.fs.s3a.*`, below `conf`) and, for an s3a:// root, the S3A connector's jars
+    (s3a_packages, resolved once and cached); its environment (a credentials file) is set in this
+    process first, for the JVM it starts.
     """
     from pyspark.sql import SparkSession
 
@@ -179,19 +263,28 @@ def build_spark_session(
                 settings.pop(key, None)
     for key in JAVA_OPTION_KEYS:
         settings[key] = avro_limits.with_limits(settings.get(key))
+    archive = None if launched_by_spark_submit() else class_archive_option()  # a JVM this call starts
+    if archive:
+        settings["spark.driver.extraJavaOptions"] += f" {archive}"
     effective_master = master or (None if launched_by_spark_submit() else os.environ.get("SPARK_MASTER", "local[*]"))
     if effective_master and effective_master.startswith("local"):
         settings.update(local_python_workers())
-    in_spark_home = connectors_in_spark_home()  # the streamlet image: nothing to add
-    jars = None if in_spark_home else cached_connector_jars()
+    s3a = store is not None and store.is_s3a
+    in_spark_home = connectors_in_spark_home(s3a=s3a)  # the streamlet image: nothing to add
+    jars = None if in_spark_home else cached_connector_jars(s3a)
     if jars:
         settings["spark.jars"] = ",".join(jars)
     elif not in_spark_home:
-        settings["spark.jars.packages"] = ",".join(connector_packages())
+        settings["spark.jars.packages"] = ",".join(connector_packages() + (s3a_packages() if s3a else []))
+        if s3a:
+            settings["spark.jars.excludes"] = ",".join(S3A_EXCLUDES)
         settings["spark.jars.ivy"] = str(cache_root() / "ivy")
         mirrors = maven_mirrors()
         if mirrors:
             settings["spark.jars.repositories"] = ",".join(mirrors)
+    if store is not None:
+        settings.update(store.spark_conf())
+        os.environ.update(store.environment())
     for key, value in (conf or {}).items():
         # JVM options add up (e.g. the sandbox's log4j file and the JIT flag); others replace.
         settings[key] = f"{settings[key]} {value}" if key in JAVA_OPTION_KEYS and key in settings else value
@@ -208,7 +301,7 @@ def build_spark_session(
             "Avro's allocation limits (%s) do not hold in this JVM: start it with %s", avro_limits.ENV,
             avro_limits.java_options())
     if not jars and "spark.jars.packages" in settings:
-        _remember_connector_jars(spark.sparkContext.getConf().get("spark.jars", ""))
+        _remember_connector_jars(spark.sparkContext.getConf().get("spark.jars", ""), s3a)
     spark.sparkContext.setLogLevel(os.environ.get("STREAMLETS_SPARK_LOG_LEVEL", "WARN"))
     _quiet_loggers(spark)
     return spark
@@ -233,18 +326,71 @@ def _quiet_loggers(spark: "SparkSession") -> None:
 
 
 def _resolve_main() -> None:
-    """`python -m streamlets.runtime.spark_session --resolve`: fetch the connectors into the cache."""
+    """`python -m streamlets.runtime.spark_session --resolve [--s3a]`: fetch the connectors (with
+    `--s3a` Hadoop's S3A connector too) into the cache."""
     import sys
     import time
 
+    from .object_store import S3A_SCHEME, ObjectStore
+
     if "--resolve" not in sys.argv[1:]:
-        print("usage: python -m streamlets.runtime.spark_session --resolve", file=sys.stderr)
+        print("usage: python -m streamlets.runtime.spark_session --resolve [--s3a]", file=sys.stderr)
         raise SystemExit(2)
+    s3a = "--s3a" in sys.argv[1:]
     start = time.time()
-    spark = build_spark_session("resolve-connectors", master="local[1]")
+    spark = build_spark_session("resolve-connectors", master="local[1]",
+                                store=ObjectStore(f"{S3A_SCHEME}resolve") if s3a else None)
     spark.stop()
-    jars = cached_connector_jars() or []
-    print(f"   {len(jars)} connector jars cached, listed in {_manifest()} ({time.time() - start:.0f} s)")
+    jars = cached_connector_jars(s3a) or []
+    print(f"   {len(jars)} connector jars cached, listed in {_manifest(s3a)} ({time.time() - start:.0f} s)")
+    archive = class_archive()
+    if archive.is_file():
+        print(f"   class archive cached: {archive}")
+        return
+    start = time.time()
+    write_class_archive(archive)
+    size = archive.stat().st_size / 1e6 if archive.is_file() else 0
+    print(f"   class archive for driver JVMs: {archive} ({size:.0f} MB, {time.time() - start:.0f} s)")
+
+
+def write_class_archive(archive: Path) -> None:
+    """Write the driver JVM's class archive: a child Python starts Spark with
+    `-XX:ArchiveClassesAtExit`, runs a batch job and a streaming query through Avro (the classes
+    every streamlet's start loads), and stops; its JVM writes the archive as it exits, into a
+    temporary file renamed into place (two setups at once do not see half a file)."""
+    import subprocess
+
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    tmp = archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
+    env = {**os.environ, CLASS_ARCHIVE_OFF: "0", "STREAMLETS_ARCHIVE_TO": str(tmp)}
+    try:
+        subprocess.run([sys.executable, "-c", _ARCHIVE_JOB], env=env, check=True, capture_output=True, timeout=600)
+        if tmp.is_file() and tmp.stat().st_size > 0:
+            os.replace(tmp, archive)
+    except (subprocess.SubprocessError, OSError) as e:  # only slower starts
+        print(f"   class archive not written ({e}); driver JVMs start without it")
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+_ARCHIVE_JOB = """
+import os, time
+from streamlets.runtime.spark_session import build_spark_session
+opts = f"-XX:ArchiveClassesAtExit={os.environ['STREAMLETS_ARCHIVE_TO']} -Xlog:cds=off -Xlog:cds+dynamic=off"
+spark = build_spark_session("class-archive", {"spark.driver.extraJavaOptions": opts}, master="local[1]")
+from pyspark.sql.avro.functions import from_avro, to_avro
+from pyspark.sql import functions as F
+schema = '{"type":"record","name":"r","fields":[{"name":"value","type":"long"}]}'
+spark.range(100).select(to_avro(F.struct(F.col("id").alias("value"))).alias("v")).select(from_avro("v", schema)).count()
+q = (spark.readStream.format("rate").option("rowsPerSecond", 100).load()
+     .select(to_avro(F.struct("value")).alias("v")).select(from_avro("v", schema).alias("r")))
+q = q.writeStream.format("memory").queryName("archive").start()
+deadline = time.time() + 60
+while time.time() < deadline and (q.lastProgress is None or q.lastProgress["numInputRows"] == 0):
+    time.sleep(0.5)
+q.stop()
+spark.stop()
+"""
 
 
 if __name__ == "__main__":

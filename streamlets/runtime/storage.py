@@ -177,13 +177,16 @@ class HadoopStorage:
 
 
 def storage_for(path: str, spark: "SparkSession | None" = None) -> Storage:
-    """LocalStorage for local paths; HadoopStorage (needs `spark`) for any other scheme."""
+    """LocalStorage for local paths; HadoopStorage for any other scheme, through `spark`'s Hadoop
+    settings (without one, a local session's: for an s3a:// path with the S3A connector and AWS's
+    defaults, streamlets.runtime.object_store)."""
     if is_local(path):
         return LocalStorage()
     if spark is None:
+        from .object_store import ObjectStore
         from .spark_session import build_spark_session
 
-        spark = build_spark_session("streamlets-storage", master="local[1]")
+        spark = build_spark_session("streamlets-storage", master="local[1]", store=ObjectStore(path))
     return HadoopStorage(spark)
 
 

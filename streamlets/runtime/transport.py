@@ -10,45 +10,69 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ..kafka_security import KafkaConnection, KafkaSecurity
+from ..sources import load_named
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.streaming import DataStreamWriter
+    from pyspark.sql.streaming import DataStreamReader, DataStreamWriter
 
 KAFKA_COLUMNS = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
+
+
+def load_source(spark: "SparkSession", reader: "DataStreamReader", name: str | None, path: str | None = None) -> "DataFrame":
+    """`reader.load(path)`, as the source `name` (streamlets.sources.load_named) when one is given."""
+    if name is not None:
+        return load_named(spark, reader, name, path)
+    return reader.load(path) if path is not None else reader.load()
 
 
 class KafkaTransport:
     """Spark's Kafka source and sink (spark-sql-kafka-0-10) on `bootstrap_servers`.
 
-    `options` are passed through (e.g. kafka.security.protocol); streams read with
+    `security` (streamlets.kafka_security) says how the clients connect: its Java settings become
+    `kafka.`-prefixed options of every read and write; `options` are passed through after them
+    (Spark's own source options, or any other `kafka.*` client setting); streams read with
     `kafka.isolation.level=read_committed` (exactly-once outlets, runtime.exactly_once); the source starts at the
     earliest offset when a query has no checkpoint (Kafka `startingOffsets`), and does not
     fail when offsets were deleted by retention (`failOnDataLoss=false` would hide loss, so it
     stays true unless set).
     """
 
-    def __init__(self, bootstrap_servers: str, options: Mapping[str, str] | None = None) -> None:
+    def __init__(self, bootstrap_servers: str, options: Mapping[str, str] | None = None,
+                 security: KafkaSecurity | None = None) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.options = dict(options or {})
+        self.security = security or KafkaSecurity()
+
+    @property
+    def connection(self) -> KafkaConnection:
+        """The bootstrap servers with the security: what confluent-kafka clients are given."""
+        return KafkaConnection(bootstrap_servers=self.bootstrap_servers, security=self.security)
+
+    def _client_options(self) -> dict[str, str]:
+        """`kafka.bootstrap.servers`, the security's Java settings (secrets read now), then `options`."""
+        return {"kafka.bootstrap.servers": self.bootstrap_servers, **self.security.java("kafka."), **self.options}
 
     def _reader(self, reader):
-        reader = reader.format("kafka").option("kafka.bootstrap.servers", self.bootstrap_servers)
-        for k, v in self.options.items():
+        reader = reader.format("kafka")
+        for k, v in self._client_options().items():
             reader = reader.option(k, v)
         return reader
 
-    def read_stream(self, spark: "SparkSession", topic: str, max_offsets_per_trigger: int | None = None) -> "DataFrame":
+    def read_stream(self, spark: "SparkSession", topic: str, max_offsets_per_trigger: int | None = None, *,
+                    name: str | None = None) -> "DataFrame":
         # read_committed: only committed transactions (exactly-once outlets: whole micro-batches);
         # records of non-transactional producers are read as before.
         """A streaming DataFrame of `topic` (Kafka's columns: key, value, topic, partition, offset,
         timestamp), from the earliest offset on a first start, reading committed records only
         (isolation.level read_committed); at most `max_offsets_per_trigger` records per micro-batch when
-        set."""
+        set; the source named `name` (streamlets.sources) when given."""
         reader = (self._reader(spark.readStream).option("subscribe", topic).option("startingOffsets", "earliest")
                   .option("kafka.isolation.level", "read_committed"))
         if max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
-        return reader.load()
+        return load_source(spark, reader, name)
 
     def read_range(self, spark: "SparkSession", topic: str, start: dict[str, int] | None, end: dict[str, int]) -> "DataFrame":
         """Batch read of `topic` from `start` (per partition, inclusive; None: earliest) to `end` (exclusive)."""
@@ -69,10 +93,10 @@ class KafkaTransport:
 
         from ..kafka_logging import client_config
 
-        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
-        conf.update({k[len("kafka."):]: v for k, v in self.options.items() if k.startswith("kafka.")})
+        passed = {k[len("kafka."):]: v for k, v in self.options.items() if k.startswith("kafka.")}
+        conf: dict[str, Any] = {**client_config({"bootstrap.servers": self.connection}), **passed}
         try:
-            meta = AdminClient(client_config(conf)).list_topics(topic, timeout=timeout)
+            meta = AdminClient(conf).list_topics(topic, timeout=timeout)
         except (KafkaException, ValueError, TypeError):  # Java-only client settings librdkafka does not know
             return 0
         found = meta.topics.get(topic)
@@ -81,15 +105,19 @@ class KafkaTransport:
     def write_stream(self, df: "DataFrame", topic: str) -> "DataStreamWriter":
         """A DataStreamWriter to `topic` with Spark's Kafka sink (at-least-once) and the transport's `kafka.*`
         options; `df` has Kafka's key and value columns."""
-        writer = df.writeStream.format("kafka").option("kafka.bootstrap.servers", self.bootstrap_servers).option("topic", topic)
-        for k, v in self.options.items():
+        writer = df.writeStream.format("kafka").option("topic", topic)
+        for k, v in self._client_options().items():
             if k.startswith("kafka."):
                 writer = writer.option(k, v)
         return writer
 
     def write_batch(self, df: "DataFrame", topic: str) -> None:
-        """Write the batch DataFrame `df` (key, value) to `topic` with Spark's Kafka sink."""
-        df.write.format("kafka").option("kafka.bootstrap.servers", self.bootstrap_servers).option("topic", topic).save()
+        """Write the batch DataFrame `df` (key, value) to `topic` with Spark's Kafka sink (the
+        bootstrap servers and the security's Java settings; `options` are a reader's)."""
+        writer = df.write.format("kafka").option("topic", topic)
+        for k, v in {"kafka.bootstrap.servers": self.bootstrap_servers, **self.security.java("kafka.")}.items():
+            writer = writer.option(k, v)
+        writer.save()
 
 
 class FileTransport:
@@ -106,12 +134,15 @@ class FileTransport:
         """The folder holding `topic`'s Parquet files: `<root>/<topic>`."""
         return self.root / topic
 
-    def read_stream(self, spark: "SparkSession", topic: str, max_offsets_per_trigger: int | None = None) -> "DataFrame":
+    def read_stream(self, spark: "SparkSession", topic: str, max_offsets_per_trigger: int | None = None, *,
+                    name: str | None = None) -> "DataFrame":
         """A streaming DataFrame of `topic`'s Parquet files with Kafka's columns, one file per micro-batch (so
-        that tests set batch boundaries); `max_offsets_per_trigger` is ignored."""
+        that tests set batch boundaries); `max_offsets_per_trigger` is ignored; the source named `name` when
+        given."""
         self.folder(topic).mkdir(parents=True, exist_ok=True)
         # One file per micro-batch, so that tests control batch boundaries (and watermarks).
-        return spark.readStream.schema(KAFKA_COLUMNS).option("maxFilesPerTrigger", 1).parquet(str(self.folder(topic)))
+        reader = spark.readStream.format("parquet").schema(KAFKA_COLUMNS).option("maxFilesPerTrigger", 1)
+        return load_source(spark, reader, name, str(self.folder(topic)))
 
     def read_range(self, spark, topic, start, end) -> "DataFrame":
         """Every record of `topic` as a batch DataFrame (the test kit's topics are small; `start` and `end`

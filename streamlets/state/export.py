@@ -10,7 +10,9 @@ Key and value structs are flattened one level into `key_<field>` / `value_<field
 The value fields are the operator's state, not the query's output: a streaming aggregation keeps
 its aggregation buffers, named after the aggregate (`count`, `sum`, `max`; `avg` keeps `sum` and
 `count`), not after the output aliases. Paths are local folders (a savepoint's
-`queries/<query>` folders included); callers loop over a savepoint's queries themselves.
+`queries/<query>` folders included) or Hadoop URIs (s3a://...: checkpoints and exports on an object
+store, through the session's Hadoop settings, streamlets.runtime.storage); callers loop over a
+savepoint's queries themselves.
 
 The export's format (`_export.json`, the part files) and its readers, read_export and
 read_export_stream, are streamlets.state.export_files' (re-exported here).
@@ -19,13 +21,13 @@ read_export_stream, are streamlets.state.export_files' (re-exported here).
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..runtime.checkpoint import STATE, CheckpointFormatError, committed_batches, local_checkpoint, query_id
-from ..runtime.storage import LocalStorage
+from ..runtime.checkpoint import (STATE, CheckpointFormatError, committed_batches, pin_state_partitions, query_checkpoint,
+                                  query_id)
+from ..runtime.storage import Storage, is_local, join, local_path, storage_for
 from .export_files import (CSV_OPTIONS, FORMATS, MANIFEST, MANIFEST_VERSION, TEXT_OPTIONS, ExportedStore, ExportManifest,
                            StateExportError, read_export, read_export_stream, to_csv_columns)
 
@@ -38,27 +40,30 @@ __all__ = ["FORMATS", "MANIFEST", "ExportManifest", "ExportedStore", "StateExpor
 
 # --- checkpoint files (read by streamlets.runtime.checkpoint) ----------------------------------
 
-def _checkpoint_dir(checkpoint: str | Path) -> Path:
+def _checkpoint_dir(checkpoint: str | Path, spark: "SparkSession | None" = None) -> tuple[Storage, str]:
+    """The storage of a query checkpoint and its path (a local one absolute)."""
+    storage = storage_for(str(checkpoint), spark)
     try:
-        return local_checkpoint(checkpoint)
+        return storage, query_checkpoint(storage, checkpoint)
     except CheckpointFormatError as e:
         raise StateExportError(str(e)) from None
 
 
-def last_committed_batch(checkpoint: str | Path) -> int | None:
+def last_committed_batch(checkpoint: str | Path, spark: "SparkSession | None" = None) -> int | None:
     """The id of the checkpoint's last committed micro-batch (highest `commits/N`), or None if no
     batch has committed yet.
 
-    Local paths only. Raises StateExportError if `checkpoint` is not a query checkpoint folder
-    (no `metadata` file or `offsets/` folder).
+    A local path, or a Hadoop URI read through `spark`'s Hadoop settings. Raises StateExportError
+    if `checkpoint` is not a query checkpoint folder (no `metadata` file or `offsets/` folder).
     """
-    committed = committed_batches(LocalStorage(), str(_checkpoint_dir(checkpoint)))
+    storage, path = _checkpoint_dir(checkpoint, spark)
+    committed = committed_batches(storage, path)
     return committed[-1] if committed else None
 
 
-def _committed_batch(path: Path, batch_id: int | None) -> int:
+def _committed_batch(storage: Storage, path: str, batch_id: int | None) -> int:
     """`batch_id` (default: the last committed one) after checking that it is still committed."""
-    committed = committed_batches(LocalStorage(), str(path))
+    committed = committed_batches(storage, path)
     if not committed:
         raise StateExportError(f"{path}: no committed batch yet (commits/ is empty); let the query finish a batch first")
     if batch_id is None:
@@ -90,11 +95,10 @@ def stateful_operators(spark: "SparkSession", checkpoint: str | Path) -> list[di
     not a checkpoint, or if `state/` has operator folders whose metadata Spark cannot read
     (Spark then lists no operator at all and only logs a warning).
     """
-    path = _checkpoint_dir(checkpoint)
-    state = path / STATE
-    if not (state.is_dir() and any(p.name.isdigit() for p in state.iterdir())):
+    storage, path = _checkpoint_dir(checkpoint, spark)
+    if not any(name.isdigit() for name in storage.children(join(path, STATE))):
         return []  # stateless: skip a Spark job that would only log "Failed to find operator metadata"
-    rows = spark.read.format("state-metadata").load(str(path)).orderBy("operatorId", "stateStoreName").collect()
+    rows = spark.read.format("state-metadata").load(path).orderBy("operatorId", "stateStoreName").collect()
     if not rows:
         raise StateExportError(
             f"{path}/{STATE} has operator folders but Spark cannot read their metadata (state/<id>/_metadata); "
@@ -108,7 +112,7 @@ def stateful_operators(spark: "SparkSession", checkpoint: str | Path) -> list[di
     ]
 
 
-def _operator(spark: "SparkSession", path: Path, operator_id: int, store_name: str) -> dict[str, Any]:
+def _operator(spark: "SparkSession", path: str, operator_id: int, store_name: str) -> dict[str, Any]:
     # Checked before reading: for an unknown operator or store the `statestore` source creates empty
     # state/<op>/<partition>/<store> folders in the checkpoint, which then hide it from state-metadata.
     ops = stateful_operators(spark, path)
@@ -126,16 +130,19 @@ def ensure_state_store_coordinator(spark: "SparkSession") -> None:
     spark._jsparkSession.streams()  # noqa: SLF001 (constructing the manager registers the coordinator)
 
 
-def read_raw_state(spark: "SparkSession", path: Path, operator_id: int, store_name: str, batch: int) -> "DataFrame":
-    """Spark's `statestore` rows: key (struct), value (struct), partition_id (int)."""
+def read_raw_state(spark: "SparkSession", path: str | Path, operator_id: int, store_name: str, batch: int) -> "DataFrame":
+    """Spark's `statestore` rows: key (struct), value (struct), partition_id (int). The state's
+    partition count is pinned in the committed batches first where Spark left it out
+    (runtime.checkpoint.pin_state_partitions), which its reader needs."""
     ensure_state_store_coordinator(spark)
+    pin_state_partitions(storage_for(str(path), spark), str(path))
     return (spark.read.format("statestore").option("batchId", batch).option("operatorId", operator_id)
             .option("storeName", store_name).load(str(path)))
 
 
 def _flatten(raw: "DataFrame") -> "DataFrame":
     """key/value struct fields as top-level `key_<field>` / `value_<field>` columns, then partition_id."""
-    from pyspark.sql.types import NullType, StructType
+    from pyspark.sql.types import NullType, StructField, StructType
 
     cols = []
     for side in ("key", "value"):
@@ -143,8 +150,16 @@ def _flatten(raw: "DataFrame") -> "DataFrame":
         if not isinstance(dtype, StructType):
             cols.append(raw[side])
             continue
+        struct = raw[side]
+        names = [f.name for f in dtype.fields]
+        if len(set(names)) < len(names):
+            # a name twice (`count(1)` beside `avg`'s buffer, which keeps `sum` and `count`): the later
+            # ones get `_2`, `_3`... (a struct cast renames by position)
+            unique = [n if not names[:i].count(n) else f"{n}_{names[:i].count(n) + 1}" for i, n in enumerate(names)]
+            dtype = StructType([StructField(u, f.dataType, f.nullable) for u, f in zip(unique, dtype.fields, strict=True)])
+            struct = struct.cast(dtype)
         # void fields (dropDuplicates keeps value {__dummy__: null}) hold nothing, and no file format stores them
-        cols += [raw[side].getField(f.name).alias(f"{side}_{f.name}")
+        cols += [struct.getField(f.name).alias(f"{side}_{f.name}")
                  for f in dtype.fields if not isinstance(f.dataType, NullType)]
     return raw.select(*cols, raw["partition_id"])
 
@@ -169,15 +184,15 @@ def read_state(
     missing although the batch is committed surface on the first action, as Spark's
     CANNOT_LOAD_STATE_STORE error.
     """
-    path = _checkpoint_dir(checkpoint)
-    batch = _committed_batch(path, batch_id)
+    storage, path = _checkpoint_dir(checkpoint, spark)
+    batch = _committed_batch(storage, path, batch_id)
     _operator(spark, path, operator_id, store_name)
     return _flatten(read_raw_state(spark, path, operator_id, store_name, batch))
 
 
 # --- export -------------------------------------------------------------------------------------
 
-def _write(table: "DataFrame", dest: Path, fmt: str) -> None:
+def _write(table: "DataFrame", dest: str, fmt: str) -> None:
     if fmt == "parquet":
         table.write.parquet(str(dest))
     elif fmt == "jsonl":  # Spark's JSON writer writes JSON Lines; keep nulls so every line has every column
@@ -187,7 +202,7 @@ def _write(table: "DataFrame", dest: Path, fmt: str) -> None:
 
 
 def _export_store(
-    spark: "SparkSession", path: Path, batch: int, op: dict[str, Any], out: Path, fmt: str
+    spark: "SparkSession", path: str, batch: int, op: dict[str, Any], out: str, fmt: str
 ) -> dict[str, Any]:
     """Write one store to `out/op-<id>-<store>/` and return its manifest entry."""
     raw = read_raw_state(spark, path, op["operator_id"], op["store_name"], batch)
@@ -195,7 +210,7 @@ def _export_store(
     rel = f"op-{op['operator_id']}-{op['store_name']}"
     try:
         rows = table.count()  # loads every partition's state: missing state files fail here, before writing
-        _write(table, out / rel, fmt)
+        _write(table, join(out, rel), fmt)
     except Exception as e:  # pyspark's captured exceptions or Py4JJavaError; only the message tells them apart
         if "CANNOT_LOAD_STATE_STORE" in str(e):
             raise StateExportError(
@@ -237,7 +252,8 @@ def export_state(
     fmt "jsonl" (DataFrameWriter.json: one JSON object per line), "parquet", or "csv" (with a
     header; struct, array and map columns as JSON text, binary as base64). JSON and CSV write
     timestamps as ISO-8601 text in UTC with microseconds (e.g. 2024-01-03T10:00:00.000000Z).
-    `out_dir` is a local folder that must not exist or be empty.
+    `out_dir` is a local folder or Hadoop URI that must not exist or be empty; its manifest is
+    written whole or not at all (Storage.write_text).
 
     Raises StateExportError for an unknown format, a non-empty `out_dir`, a path that is not a
     checkpoint, no committed batch, a batch that is not committed or no longer retained
@@ -248,11 +264,13 @@ def export_state(
 
     if fmt not in FORMATS:
         raise StateExportError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
-    out = Path(out_dir).expanduser().resolve()
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    local_out = is_local(str(out_dir))
+    out = str(local_path(str(out_dir)).expanduser().resolve()) if local_out else str(out_dir).rstrip("/")
+    dst = storage_for(out, spark)
+    if dst.exists(out) and (local_out and not Path(out).is_dir() or dst.children(out)):
         raise StateExportError(f"{out} already exists and is not empty; choose a new folder for the export")
-    path = _checkpoint_dir(checkpoint)
-    batch = _committed_batch(path, batch_id)
+    storage, path = _checkpoint_dir(checkpoint, spark)
+    batch = _committed_batch(storage, path, batch_id)
     ops = stateful_operators(spark, path)
     if not ops:
         raise StateExportError(
@@ -265,17 +283,16 @@ def export_state(
             raise StateExportError(f"{path}: no stateful operator {unknown}; its stateful operators: {known}")
         ops = [o for o in ops if o["operator_id"] in operators]
 
-    out.mkdir(parents=True, exist_ok=True)
+    if local_out:
+        Path(out).mkdir(parents=True, exist_ok=True)
     manifest = ExportManifest(
         version=MANIFEST_VERSION, checkpoint=str(path), batch_id=batch, format=fmt,
         spark_version=pyspark.__version__,
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        query_id=query_id(LocalStorage(), str(path)),
+        query_id=query_id(storage, path),
         operators=[_export_store(spark, path, batch, op, out, fmt) for op in ops],
     ).as_dict()
-    tmp = out / f".{MANIFEST}.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-    os.replace(tmp, out / MANIFEST)
+    dst.write_text(join(out, MANIFEST), json.dumps(manifest, indent=2) + "\n")  # last: the export is complete
     return manifest
 
 

@@ -187,20 +187,26 @@ def read_export_stream(
     export_dir: str | Path,
     operator_id: int = 0,
     store_name: str | None = None,
+    *,
+    source_name: str | None = None,
 ) -> "DataFrame":
     """One state store of a JSON Lines or Parquet export as a *streaming* DataFrame (Spark's file
     source, with the manifest's schema), for a query that folds imported state into its own:
     union it with the query's input, and the file source reads the export once (its log in the
-    checkpoint remembers it on restarts). Same columns as read_export. Raises StateExportError
-    for a CSV export (export as jsonl or parquet) and as read_export does."""
+    checkpoint remembers it on restarts). Same columns as read_export. `source_name`: the
+    source's name in the query's checkpoint (streamlets.sources), unnamed if None. Raises
+    StateExportError for a CSV export (export as jsonl or parquet) and as read_export does."""
     from pyspark.sql.types import StructType
+
+    from ..sources import load_named
 
     root, fmt, entry = manifest_entry(export_dir, operator_id, store_name)
     schema, where = StructType.fromJson(entry["schema"]), str(root / entry["path"])
     if fmt == "parquet":
-        df = spark.readStream.schema(schema).parquet(where)
+        reader = spark.readStream.format("parquet").schema(schema)
     elif fmt == "jsonl":
-        df = spark.readStream.schema(schema).options(**TEXT_OPTIONS).json(where)
+        reader = spark.readStream.format("json").schema(schema).options(**TEXT_OPTIONS)
     else:
         raise StateExportError(f"{root}: a {fmt} export cannot be read as a stream; export as jsonl or parquet")
+    df = load_named(spark, reader, source_name, where) if source_name else reader.load(where)
     return df.select(*(df[c] for c in entry["columns"]))

@@ -41,9 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from ..runtime.checkpoint import (BEFORE_REPARTITION, METADATA, OFFSETS, OPERATOR_METADATA, OPERATOR_METADATA_V2, STATE,
-                                  CheckpointFormatError, commit_log, committed_batches, local_checkpoint,
-                                  offsets_log, planned_batches, query_folders, read_log)
+from ..runtime.checkpoint import (BEFORE_REPARTITION, METADATA, OFFSETS, OPERATOR_METADATA, OPERATOR_METADATA_V2,
+                                  SHUFFLE_PARTITIONS, STATE, CheckpointFormatError, commit_log, committed_batches,
+                                  local_checkpoint, offsets_log, pin_state_partitions, planned_batches, query_folders,
+                                  read_log)
 from ..runtime.storage import LocalStorage, free_name, is_local, local_path
 from .errors import StateError
 from .export import StateExportError, read_raw_state, stateful_operators
@@ -53,7 +54,6 @@ if TYPE_CHECKING:
 
     from ..runtime.runconfig import StreamletRunConfig
 
-SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 # Files of one state version in a partition folder (HDFS-backed: N.delta, N.snapshot, .N.delta.crc)
@@ -356,6 +356,7 @@ def plan_repartition(checkpoint: str | Path, partitions: int) -> _Plan:
         raise RepartitionError(f"{path}: batch {planned[-1]} was planned but not committed (the query stopped mid-batch); "
                                "run the query until it commits, or restore a savepoint, then repartition")
     storage = LocalStorage()
+    _damaged(lambda: pin_state_partitions(storage, str(path)))  # a first run in offset log format 2 pins none
     if _damaged(lambda: commit_log(storage, str(path), batch)).get("stateUniqueIds"):
         raise RepartitionError(f"{path}: the state files carry unique ids (state store checkpoint format version 2); "
                                "repartitioning supports format version 1 (Spark's default) only")

@@ -13,7 +13,12 @@ state and refuses what it cannot restore across, with its own error classes:
 
 Before that, two checks of our own: every query that holds state in the savepoint must still be
 started by the new code, and the Kafka topics the savepoint's offsets name must be the ones the
-new code's inlets read (a branch reads the same topics, or the offsets mean nothing).
+new code's inlets read (a branch reads the same topics, or the offsets mean nothing). Sources
+the SDK named (streamlets.sources) may come and go: an inlet added, dropped or read in another
+order passes (check_sources), and the dry run replays the batch with the new set of sources as
+the real start will. A savepoint written before sources were named has its sources matched to
+the new names at the start (streamlets.runtime.named_sources), in the dry run's scratch copy too;
+what cannot be matched is the dry run's problem, with the way across.
 
 The dry run (trigger once) re-reads the input of that one micro-batch, so the savepoint's source
 data must still be retained (Kafka `retention.ms`). Its scratch copy sits next to the streamlet's
@@ -29,7 +34,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..runtime.runconfig import StreamletRunConfig
-from ..runtime.checkpoint import COMMITS, METADATA, RESTORE_CHECK, query_folders, scratch_name, source_offsets
+from ..runtime.checkpoint import COMMITS, METADATA, RESTORE_CHECK, query_folders, scratch_name, source_entries
+from ..runtime.named_sources import kafka_topics
+from ..sources import INLET, source_name
 from .savepoint import QUERIES, SavepointError
 from ..runtime.storage import copy_between, free_name, join, storage_for
 
@@ -71,27 +78,39 @@ def explain_spark_error(text: str) -> str:
     return f"{meaning}: {detail}" if meaning else detail
 
 
-def _kafka_topics(offsets: Any) -> set[str] | None:
-    if isinstance(offsets, dict) and offsets and all(isinstance(v, dict) for v in offsets.values()):
-        return set(offsets)
-    return None
-
-
 def check_sources(savepoint: dict[str, Any], run: StreamletRunConfig, inlets: list[str],
-                  spark: "SparkSession | None" = None) -> list[str]:
-    """Kafka topics in the savepoint's offsets that none of the new run's inlets reads."""
+                  spark: "SparkSession | None" = None) -> RestoreCheck:
+    """The savepoint's Kafka sources against the new run's inlets (their topics).
+
+    A source the savepoint keys by name (streamlets.sources; `inlet_<inlet>`) must read the topic
+    its inlet reads now, or its offsets mean nothing (a problem); an inlet the new code no longer
+    has, or a new one, is fine (a note: the dropped source's offsets are left behind, the new one
+    starts at the earliest offset). Sources keyed by position (a savepoint written before the
+    SDK named its sources) are matched by topic at the start (streamlets.runtime.named_sources):
+    a topic of theirs none of the new inlets reads is a problem."""
     storage = storage_for(savepoint["path"], spark)
-    reading = {run.topics[i] for i in inlets if i in run.topics}
-    problems = []
+    topic_of = {source_name(INLET, i): run.topics[i] for i in inlets if i in run.topics}
+    reading = set(topic_of.values())
+    result = RestoreCheck()
     for q, entry in savepoint["queries"].items():
         if entry.get("batch_id") is None:
             continue
-        for offsets in source_offsets(storage, join(savepoint["path"], QUERIES, q), entry["batch_id"]):
-            topics = _kafka_topics(offsets)
-            for t in sorted((topics or set()) - reading):
-                problems.append(f"query {q!r}: the savepoint read Kafka topic {t!r}, which no inlet of the new run "
-                                f"reads (its inlets read {', '.join(sorted(reading)) or 'nothing'})")
-    return problems
+        for sid, offsets in source_entries(storage, join(savepoint["path"], QUERIES, q), entry["batch_id"]):
+            topics = kafka_topics(offsets) or set()
+            if sid is not None and not sid.isdigit():  # keyed by name
+                if sid not in topic_of:
+                    result.notes.append(f"query {q!r}: source {sid} ({', '.join(sorted(topics)) or 'not Kafka'}) is not "
+                                        "read by the new code: its offsets are left behind")
+                elif topics and topic_of[sid] not in topics:
+                    result.problems.append(f"query {q!r}: source {sid} read Kafka topic {', '.join(sorted(topics))} in the "
+                                           f"savepoint, but reads {topic_of[sid]!r} in the new run: its offsets do not apply")
+                continue
+            for t in sorted(topics - reading):
+                result.problems.append(f"query {q!r}: the savepoint read Kafka topic {t!r}, which no inlet of the new run "
+                                       f"reads (its inlets read {', '.join(sorted(reading)) or 'nothing'}); its sources are "
+                                       "keyed by position (taken before the SDK named them): to drop an inlet, restore it "
+                                       "under the version it was taken with, take a new savepoint and upgrade from that")
+    return result
 
 
 def check_restore(spark: "SparkSession", savepoint: dict[str, Any], cls: type, run: StreamletRunConfig,
@@ -100,7 +119,7 @@ def check_restore(spark: "SparkSession", savepoint: dict[str, Any], cls: type, r
     for incompatibilities: they are the result's problems."""
     from ..runtime.runner import StreamletRuntime, transport_for
 
-    result = RestoreCheck(problems=check_sources(savepoint, run, [p.name for p in cls.shape().inlets], spark))
+    result = check_sources(savepoint, run, [p.name for p in cls.shape().inlets], spark)
     if result.problems:
         return result
     src = storage_for(savepoint["path"], spark)

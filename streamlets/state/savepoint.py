@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..runtime.checkpoint import (COMMITS, OFFSETS, OPERATOR_METADATA, SOURCES, STATE, committed_batches, pinned_conf, query_folders,
-                                   query_id, source_offsets)  # noqa: F401
+from ..runtime.checkpoint import (COMMITS, OFFSETS, OPERATOR_METADATA, SOURCES, STATE, committed_batches,  # noqa: F401
+                                   pin_state_partitions, pinned_conf, query_folders, query_id, source_offsets)
 from ..runtime.storage import Storage, copy_between, join, storage_for
 from .errors import StateError
 
@@ -200,9 +200,10 @@ def _copy_query(src: Storage, dst: Storage, checkpoint: str, target: str) -> Sav
     files = [f for f in src.files(checkpoint) if keep_in_savepoint(f, batch)]
     for f in files:
         copy_between(src, dst, join(checkpoint, f), join(target, f))
+    pin_state_partitions(dst, target)  # a first run's batches in offset log format 2 lack it
     return SavepointQuery(batch_id=batch if batches else None, query_id=query_id(src, checkpoint),
                           files=len(files), stateful=any(f.startswith(f"{STATE}/") for f in files),
-                          pinned_conf=pinned_conf(src, checkpoint, batch) if batches else {})
+                          pinned_conf=pinned_conf(dst, target, batch) if batches else {})
 
 
 # --- list, inspect, dispose ---------------------------------------------------------------------

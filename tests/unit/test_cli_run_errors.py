@@ -124,3 +124,17 @@ def test_empty_read_only_mounts_are_named_for_a_warning(tmp_path):
         f"streamlet 'ingress': volume mount 'source' ({src}) is empty: it reads nothing until files arrive there"]
     (src / "sub" / "n001.json").write_text("{}\n")
     assert empty_inputs(runs, classes) == []
+
+
+def test_kafka_security_settings_are_checked_before_anything_starts(tmp_path):
+    """kafka.security.* describes an external broker (--kafka), --broker-security the embedded
+    one; an inconsistent combination is a config problem, as verify reports it."""
+    bp = str(NUMBERS / "blueprint.yaml")
+    result = run(bp, "--state-dir", str(tmp_path / "state"), "kafka.security.protocol=SSL")
+    assert result.returncode == 1 and "kafka.security.* says how to reach an external broker" in result.stderr
+    result = run(bp, "--state-dir", str(tmp_path / "state"), "--kafka", "127.0.0.1:1", "--broker-security", "mtls")
+    assert result.returncode == 1 and "the embedded broker's, and --kafka names an external one" in result.stderr
+    result = run(bp, "--state-dir", str(tmp_path / "state"), "--kafka", "127.0.0.1:1", "kafka.security.username=u")
+    assert result.returncode == 1 and "need protocol SASL_SSL or SASL_PLAINTEXT" in result.stderr
+    assert "nothing was started" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "state" / "checkpoints").exists() and not (tmp_path / "state" / "kafka").exists()

@@ -207,3 +207,20 @@ def test_hocon_config_keeps_unquoted_durations_and_sizes_and_quoted_keys(tmp_pat
     moved = runner.invoke(app, ["build", str(path), "--config", str(conf), "--image", "i:1", "--kafka", "k:9092"])
     assert "unknown top-level key 'pod'" in moved.output  # the helper key is refused, its values are not
     assert "relativedelta" not in moved.output and "is not a" not in moved.output
+
+
+def test_kafka_security_keys_are_checked(tmp_path):
+    """kafka.security.<key>: known keys only, checked together; kafka.embedded-broker.security
+    one of none, sasl-ssl, mtls."""
+    base = ["verify", str(FIXTURES / "blueprint.yaml"), "--format", "json"]
+    sound = runner.invoke(app, [*base, "kafka.security.protocol=SASL_SSL", "kafka.security.sasl-mechanism=PLAIN",
+                                "kafka.security.username=u", "kafka.security.password-env=PW",
+                                "kafka.embedded-broker.security=mtls"])
+    assert sound.exit_code == 0, sound.stdout
+    bad = runner.invoke(app, [*base, "kafka.security.truststore=x", "kafka.embedded-broker.security=tls",
+                              "kafka.security.username=u"])
+    problems = {(p["code"], p["message"]) for p in json.loads(bad.stdout)["problems"]}
+    assert bad.exit_code == 1
+    assert ("unknown-config-key", "kafka.security.truststore: no Kafka security setting 'truststore'") in problems
+    assert ("invalid-config-value", "kafka.embedded-broker.security: 'tls': use one of none, sasl-ssl, mtls") in problems
+    assert any(code == "invalid-config-value" and "need protocol SASL_SSL" in message for code, message in problems)

@@ -18,7 +18,7 @@ from support.ports import free_port
 
 def fake_runtime() -> SimpleNamespace:
     """What the collector reads of a StreamletRuntime: one streamlet with one running query."""
-    stats = QueryStats("enrich", "joined", batches=2, input_rows=7, output_rows=5, batch_duration_ms=1500)
+    stats = QueryStats("enrich", "joined", batches=2, input_rows=7, output_rows=5, batch_duration_ms=1500, busy_seconds=2.25)
     return SimpleNamespace(monitor=SimpleNamespace(stats={"enrich.joined": stats}),
                            queries=lambda: [SimpleNamespace(name="enrich.joined", isActive=True)],
                            contexts={"enrich": None}, restarts={"enrich": 1},
@@ -52,6 +52,7 @@ def test_the_runtime_is_served_at_metrics():
         server.server_close()
     assert 'streamlets_records_in_total{app="flights",query="joined",streamlet="enrich"} 7.0' in text
     assert 'streamlets_batch_duration_seconds{app="flights",query="joined",streamlet="enrich"} 1.5' in text
+    assert 'streamlets_busy_seconds_total{app="flights",query="joined",streamlet="enrich"} 2.25' in text
     assert 'streamlets_restarts_total{app="flights",streamlet="enrich"} 1.0' in text
     assert 'streamlets_query_up{app="flights",query="joined",streamlet="enrich"} 1.0' in text
 

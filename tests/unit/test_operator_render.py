@@ -400,3 +400,57 @@ def test_status_of_a_crash_looping_streamlet_is_never_running(built):
     assert status.streamlet_status("flight-delays", "enrich", settled, at=at)["state"] == "RUNNING"
     # without a submission time (an operator that does not report it) a restarted RUNNING app counts as running
     assert status.streamlet_status("flight-delays", "enrich", sa("RUNNING", 3), at=at)["state"] == "RUNNING"
+
+
+def test_a_read_write_once_checkpoint_claim_keeps_the_application_on_one_node(built):
+    """A ReadWriteOnce volume is attached to one node: every driver and executor of the
+    application (they all mount the checkpoint claim) gets a pod affinity to the node of the
+    application's other pods; a ReadWriteMany claim lets them run anywhere."""
+    affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"streamlets.io/app": "flight-delays"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    for name, (_, sa) in render.render_all(built, env={})["streamlets"].items():  # the default: ReadWriteOnce
+        assert sa["spec"]["driver"]["affinity"] == affinity, name
+        assert sa["spec"]["executor"]["affinity"] == affinity, name
+        assert sa["spec"]["driver"]["labels"]["streamlets.io/app"] == "flight-delays"  # what the term matches
+    rwx = copy.deepcopy(built)
+    rwx["spec"]["storage"] = {"accessMode": "ReadWriteMany"}
+    out = render.render_all(rwx, env={})
+    assert out["claim"]["spec"]["accessModes"] == ["ReadWriteMany"]
+    for _, sa in out["streamlets"].values():
+        assert "affinity" not in sa["spec"]["driver"] and "affinity" not in sa["spec"]["executor"]
+    # the chart's default mode counts as well
+    for _, sa in render.render_all(built, env={"STREAMLETS_STORAGE_ACCESS_MODE": "ReadWriteMany"})["streamlets"].values():
+        assert "affinity" not in sa["spec"]["executor"]
+    # an existing claim: its modes as read from the cluster decide (unknown ones: no constraint)
+    existing = copy.deepcopy(built)
+    existing["spec"]["storage"] = {"existingClaim": "shared"}
+    _, sa = render.render_all(existing, env={})["streamlets"]["stats"]
+    assert "affinity" not in sa["spec"]["executor"]
+    _, sa = render.render_all(existing, env={}, claim_modes=["ReadWriteOnce"])["streamlets"]["stats"]
+    assert sa["spec"]["executor"]["affinity"] == affinity
+    _, sa = render.render_all(built, env={}, claim_modes=["ReadWriteMany"])["streamlets"]["stats"]
+    assert "affinity" not in sa["spec"]["executor"]  # the claim as it is wins over the default
+
+
+@pytest.mark.parametrize("modes", [["ReadWriteOncePod"], ["ReadOnlyMany"]])
+def test_a_checkpoint_claim_that_several_pods_cannot_write_is_refused_with_the_fix(built, modes):
+    existing = copy.deepcopy(built)
+    existing["spec"]["storage"] = {"existingClaim": "shared"}
+    with pytest.raises(render.SpecError) as e:
+        render.render_all(existing, env={}, claim_modes=modes)
+    message = str(e.value)
+    assert "shared" in message and modes[0] in message
+    assert "ReadWriteMany" in message and "ReadWriteOnce" in message and "object store" in message
+
+
+def test_a_read_write_once_volume_mount_keeps_its_streamlet_on_one_node(built):
+    body = copy.deepcopy(built)
+    body["spec"]["storage"] = {"accessMode": "ReadWriteMany"}
+    flights = streamlet(body, "flights")
+    flights["descriptor"]["volume_mounts"][0]["access_mode"] = "ReadWriteOnce"
+    flights["volumeMounts"] = {"source": "flight-files"}
+    apps = render.render_all(body, env={})["streamlets"]
+    term, = apps["flights"][1]["spec"]["executor"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["labelSelector"]["matchLabels"]["streamlets.io/streamlet"] == "flights"
+    assert apps["flights"][1]["spec"]["driver"]["affinity"] == apps["flights"][1]["spec"]["executor"]["affinity"]
+    assert "affinity" not in apps["stats"][1]["spec"]["executor"]  # the others run anywhere

@@ -64,3 +64,14 @@ def test_records_out_counted_by_the_sink_by_the_runtime_or_not_at_all(caplog):
     assert "records out: written to its outlets (n/a: its own sink, not counted)" in shown
     line = plain_line(monitor.stats, topics, 12)
     assert "files: in 41 out n/a" in line and "| topic offsets flight-delays.enriched-flights=80,798" in line
+
+
+def test_busy_seconds_add_up_every_batch_s_data_processing():
+    """streamlets_busy_seconds_total (the autoscaler's busy time): addBatch of every micro-batch, summed."""
+    monitor = ProgressMonitor()
+    for add_batch in (500, 250, 1250):
+        b = json.loads(report("stats.out", -1))
+        b["durationMs"]["addBatch"] = add_batch
+        monitor._progress(progress_from_json(json.dumps(b)))
+    stats = monitor.stats["stats.out"]
+    assert stats.busy_seconds == 2.0 and stats.add_batch_ms == 1250

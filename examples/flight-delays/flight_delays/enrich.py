@@ -32,9 +32,13 @@ class FlightWeatherJoin(Streamlet):
         default="6 hours",
     )
 
+    def read_flights(self, ctx):
+        """The flights to join: the `flights` inlet's records (a later version may add a feed)."""
+        return ctx.read_stream(self.flights)
+
     def create_logic(self, ctx) -> None:
         delay = spark_delay(ctx.config[self.delay])
-        flights = ctx.read_stream(self.flights).withWatermark("time_hour", delay).alias("f")
+        flights = self.read_flights(ctx).withWatermark("time_hour", delay).alias("f")
         weather = ctx.read_stream(self.weather).withWatermark("time_hour", delay).alias("w")
         joined = flights.join(
             weather,

@@ -1,0 +1,249 @@
+"""Issue 30 spike: Kafka transactions written by one process and committed by another
+(streamlets-kafka-eos jar, runtime.eos_jar; docs/eos-executor-writes.md), on the real broker.
+
+kafka-clients 3.9.2 (Spark 4.2.0's connector dependency) resumes a transaction another process
+began and left open (flushed, not committed), through Flink's resumeTransaction reflection; a
+read_committed consumer sees its records only after that commit; a leftover transaction never
+resumed is aborted by initTransactions on its transactional.id (fencing) and stays invisible.
+Then the Spark sink (apps/eos/sink_job.py, its own driver process): tasks' records invisible
+until the driver's commit; a driver killed before or after its decision; the broker's timeout
+abort; a failed task attempt: every record once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+import zipfile
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from blueprint.sandbox.kafka_broker import end_offsets
+from support.kafka import topics
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def tool(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """One step of streamlets.kafka.eos.Tool in its own JVM (its own process)."""
+    from streamlets.runtime.eos_jar import tool_command
+
+    run = subprocess.run(tool_command(*args), capture_output=True, text=True, timeout=120)
+    if check:
+        assert run.returncode == 0, run.stderr[-3000:]
+    return run
+
+
+def begin(bootstrap: str, topic: str, txid: str, n: int) -> tuple[str, str]:
+    """Producer A: write n records in a transaction, flush, exit leaving it open -> (pid, epoch)."""
+    producer_id, epoch, _counts = tool("begin", bootstrap, topic, txid, str(n)).stdout.split(maxsplit=2)
+    return producer_id, epoch
+
+
+def visible(bootstrap: str, topic: str, partitions: int, seconds: float = 4) -> list[bytes]:
+    """The values a read_committed consumer sees in `seconds` of polling from the beginning."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out, deadline = [], time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                out.append(msg.value())
+    finally:
+        consumer.close()
+    return sorted(out)
+
+
+def held_back(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
+    """Partitions whose last stable offset is under their high watermark, {p: (lso, hw)}: those
+    with a transaction still open (read_committed consumers see nothing past it)."""
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def latest(level: IsolationLevel) -> dict[int, int]:
+        asked = {TopicPartition(topic, p): OffsetSpec.latest() for p in end_offsets(bootstrap, topic)}
+        return {tp.partition: f.result().offset
+                for tp, f in admin.list_offsets(asked, isolation_level=level, request_timeout=30).items()}
+
+    stable, ends = latest(IsolationLevel.READ_COMMITTED), latest(IsolationLevel.READ_UNCOMMITTED)
+    return {p: (stable[p], ends[p]) for p in ends if stable[p] < ends[p]}
+
+
+def test_another_process_resumes_and_commits_a_transaction_left_open(kafka_broker):
+    bootstrap = kafka_broker.bootstrap_servers
+    (topic,) = topics(kafka_broker, "eos-resume", partitions=2)
+    txid, leftover = f"eos-{uuid.uuid4().hex[:6]}-0", f"eos-{uuid.uuid4().hex[:6]}-1"
+
+    producer_id, epoch = begin(bootstrap, topic, txid, 10)  # process A exits, transaction open
+    assert visible(bootstrap, topic, 2) == [] and held_back(bootstrap, topic)
+
+    tool("commit", bootstrap, txid, producer_id, epoch)  # process B
+    expected = sorted(f"{txid}-{i}".encode() for i in range(10))
+    assert visible(bootstrap, topic, 2) == expected
+    tool("commit", bootstrap, txid, producer_id, epoch)  # a retried commit (driver restart) is accepted
+    assert visible(bootstrap, topic, 2) == expected
+
+    assert held_back(bootstrap, topic) == {}
+    stale_id, stale_epoch = begin(bootstrap, topic, leftover, 5)  # never resumed
+    assert held_back(bootstrap, topic)
+    tool("fence", bootstrap, leftover)  # initTransactions: bumps the epoch, aborts it
+    late = tool("commit", bootstrap, leftover, stale_id, stale_epoch, check=False)
+    assert late.returncode != 0 and "ProducerFencedException" in late.stderr
+    assert held_back(bootstrap, topic) == {}  # aborted: the last stable offset moved past it
+    assert visible(bootstrap, topic, 2) == expected
+
+
+APPS = Path(__file__).parent / "apps" / "eos"
+
+
+@pytest.fixture(scope="module")
+def job_jars(tmp_path_factory) -> str:
+    """spark.jars for apps/eos/sink_job.py: the eos jar, kafka-clients, and the test's GatedCommitter."""
+    from streamlets.runtime.eos_jar import classpath, eos_jar, kafka_clients_jar
+
+    out = tmp_path_factory.mktemp("gated")
+    cp = os.pathsep.join(map(str, [eos_jar(), *classpath()]))
+    subprocess.run(["javac", "--release", "17", "-d", str(out / "classes"), "-cp", cp, str(APPS / "GatedCommitter.java")],
+                   check=True, capture_output=True)
+    with zipfile.ZipFile(out / "gated.jar", "w") as jar:
+        for f in (out / "classes").rglob("*.class"):
+            jar.write(f, f.relative_to(out / "classes").as_posix())
+    return ",".join(map(str, [eos_jar(), kafka_clients_jar(), out / "gated.jar"]))
+
+
+def wait_for(path: Path, job: subprocess.Popen, seconds: float = 240) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert job.poll() is None or path.exists(), f"the job exited ({job.returncode}) before {path} appeared"
+        assert time.monotonic() < deadline, f"no {path} after {seconds} s"
+        time.sleep(0.2)
+
+
+def start_job(jars: str, folder: Path, bootstrap: str, topic: str, prefix: str, *options: str) -> subprocess.Popen:
+    """apps/eos/sink_job.py in its own process, on `folder`'s in/, checkpoint/, ledger/, gate/."""
+    for name in ("in", "gate"):
+        (folder / name).mkdir(exist_ok=True)
+    return subprocess.Popen([sys.executable, str(APPS / "sink_job.py"), jars, *(str(folder / n) for n in
+                             ("in", "checkpoint", "ledger", "gate")), bootstrap, topic, prefix, *options],
+                            stdout=subprocess.DEVNULL, stderr=open(folder / "job.log", "ab"))
+
+
+def run_until_committed(job: subprocess.Popen, folder: Path, batch: int) -> None:
+    """Let the job run until `batch` is committed in the ledger and in Spark's commit log, then stop it."""
+    try:
+        wait_for(folder / "ledger" / f"{batch}.committed", job)
+        wait_for(folder / "checkpoint" / "commits" / str(batch), job)
+        (folder / "gate" / "stop").touch()
+        assert job.wait(240) == 0, (folder / "job.log").read_text()[-3000:]
+    finally:
+        if job.poll() is None:
+            job.kill()
+
+
+def test_executors_write_each_task_in_its_transaction_and_the_driver_commits(kafka_broker, job_jars, tmp_path):
+    bootstrap = kafka_broker.bootstrap_servers
+    (topic,) = topics(kafka_broker, "eos-sink", partitions=3)
+    source, gate, ledger, checkpoint = (tmp_path / n for n in ("in", "gate", "ledger", "checkpoint"))
+    source.mkdir()
+    gate.mkdir()
+    prefix = f"eos-{uuid.uuid4().hex[:6]}"
+
+    def start() -> subprocess.Popen:
+        return start_job(job_jars, tmp_path, bootstrap, topic, prefix)
+
+    a = [f"a-{i}".encode() for i in range(30)]
+    b = [f"b-{i}".encode() for i in range(20)]
+    c = [f"c-{i}".encode() for i in range(25)]
+    (gate / "hold-0").touch()
+    (gate / "crash-1").touch()
+    (source / "a.txt").write_bytes(b"\n".join(a) + b"\n")
+    job = start()
+    try:
+        wait_for(gate / "0.decided", job)  # tasks wrote and flushed; the decision is durable, not committed
+        tasks = [line.split() for line in (gate / "0.decided").read_text().splitlines()]
+        per_task = [sum(int(kv.split("=")[1]) for kv in t[5].split(",")) for t in tasks]
+        assert len(tasks) == 3 and sum(per_task) == 30 and all(n > 0 for n in per_task), tasks
+        assert sorted(t[2] for t in tasks) == [f"{prefix}-{p}" for p in range(3)]
+        assert visible(bootstrap, topic, 3) == [] and held_back(bootstrap, topic)
+        (gate / "hold-0").unlink()
+        wait_for(ledger / "0.committed", job)
+        assert visible(bootstrap, topic, 3) == sorted(a)
+
+        (source / "b.txt").write_bytes(b"\n".join(b) + b"\n")  # batch 1: the driver dies after its decision
+        assert job.wait(240) != 0
+        assert (gate / "1.decided").exists() and not (ledger / "1.committed").exists()
+        assert visible(bootstrap, topic, 3) == sorted(a)
+    finally:
+        if job.poll() is None:
+            job.kill()
+
+    (gate / "crash-1").unlink()
+    job = start()  # rolls batch 1's decision forward; Spark replays batch 1, whose tasks write nothing
+    try:
+        wait_for(checkpoint / "commits" / "1", job)
+        assert held_back(bootstrap, topic) == {}
+        assert visible(bootstrap, topic, 3) == sorted(a + b)
+        (gate / "crash-before-2").touch()  # batch 2: the driver dies before its decision
+        (source / "c.txt").write_bytes(b"\n".join(c) + b"\n")
+        assert job.wait(240) != 0
+        assert not (ledger / "2.decision").exists() and held_back(bootstrap, topic)  # tasks' transactions open
+    finally:
+        if job.poll() is None:
+            job.kill()
+
+    (gate / "crash-before-2").unlink()
+    job = start()  # fences prefix-0..2 (aborts batch 2's leftovers); Spark replays batch 2, written again
+    run_until_committed(job, tmp_path, 2)
+    assert held_back(bootstrap, topic) == {}
+    assert visible(bootstrap, topic, 3) == sorted(a + b + c)
+
+
+def test_a_batch_the_broker_aborted_is_written_again_and_a_failed_task_attempt_is_aborted(kafka_broker, job_jars,
+                                                                                          tmp_path):
+    """The driver's commit comes after transaction.timeout.ms: the broker aborted every task's
+    transaction, the batch fails and is written again on restart (not skipped); each run's first
+    attempt of one task fails after sending rows, its retry fences it (initTransactions)."""
+    bootstrap = kafka_broker.bootstrap_servers
+    (topic,) = topics(kafka_broker, "eos-timeout", partitions=3)
+    gate, ledger = tmp_path / "gate", tmp_path / "ledger"
+    prefix = f"eos-{uuid.uuid4().hex[:6]}"
+    a = [f"a-{i}".encode() for i in range(30)]
+    gate.mkdir()
+    (gate / "hold-0").touch()
+    (gate / "fail-task").touch()
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_bytes(b"\n".join(a) + b"\n")
+    job = start_job(job_jars, tmp_path, bootstrap, topic, prefix, "kafka.transaction.timeout.ms=5000")
+    try:
+        wait_for(gate / "0.decided", job)
+        assert (gate / "task-failed").exists()
+        tasks = [line.split() for line in (gate / "0.decided").read_text().splitlines()]
+        assert sum(int(kv.split("=")[1]) for t in tasks for kv in t[5].split(",")) == 30, tasks
+        assert held_back(bootstrap, topic)
+        deadline = time.monotonic() + 60  # the broker aborts timed-out transactions every 10 s
+        while held_back(bootstrap, topic):
+            assert time.monotonic() < deadline, "the broker did not abort the batch's transactions"
+            time.sleep(1)
+        assert visible(bootstrap, topic, 3) == []
+        (gate / "hold-0").unlink()
+        assert job.wait(240) != 0  # the commit is fenced: the batch fails
+        assert (ledger / "0.aborted").exists() and not (ledger / "0.committed").exists()
+        assert "aborted all its transactions" in (tmp_path / "job.log").read_text()
+    finally:
+        if job.poll() is None:
+            job.kill()
+
+    (gate / "task-failed").unlink()
+    job = start_job(job_jars, tmp_path, bootstrap, topic, prefix)
+    run_until_committed(job, tmp_path, 0)
+    assert (gate / "task-failed").exists()
+    assert held_back(bootstrap, topic) == {}
+    assert visible(bootstrap, topic, 3) == sorted(a)

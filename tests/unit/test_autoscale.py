@@ -1,0 +1,298 @@
+"""The autoscaling decisions (streamlets.autoscale) on simulated metric series: a steady load does
+not flap, a burst scales up within the bounds and the partitions and back down only after the lag
+drained and the scale-down interval passed, an oscillating load makes a bounded number of changes,
+no scale-down while backlogged. Pure Python, simulated time."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import pairwise
+
+import pytest
+
+from streamlets.autoscale import (
+    AutoscaleSettings,
+    AutoscaleSettingsError,
+    Autoscaler,
+    AutoscalerState,
+    Decision,
+    Hold,
+    MetricSample,
+    aligned_executors,
+    decide,
+    partition_cap,
+)
+
+HOUR = 3600.0
+MINUTE = 60.0
+RECORDS_PER_MONTH = 80_000  # flights of one month, about
+
+
+@dataclass
+class Run:
+    """What a simulation did: every decision, the executors and lag at each step."""
+
+    decisions: list[Decision] = field(default_factory=list)
+    executors: list[tuple[float, int]] = field(default_factory=list)
+    lag: list[tuple[float, float]] = field(default_factory=list)
+
+    @property
+    def changes(self) -> list[Decision]:
+        return [d for d in self.decisions if d.changes]
+
+    def drained_at(self, after: float, below: float = 1.0) -> float | None:
+        """The first time after `after` the lag fell below `below` records."""
+        return next((t for t, lag in self.lag if t > after and lag < below), None)
+
+
+def simulate(arrivals: Callable[[float], float], *, duration: float, executors: int,
+             settings: AutoscaleSettings, cores: int = 1, partitions: int = 8, slot_rate: float = 40.0,
+             bursts: dict[float, int] | None = None, apply: bool = True, step: float = 15.0,
+             restart_pause: float = 30.0) -> Run:
+    """A streamlet processing `slot_rate` records per second per busy task slot, its micro-batches
+    running ceil(partitions / slots) waves of tasks; `arrivals(t)` records per second reach its
+    inlets, plus `bursts` (time -> records at once). Sampled and decided every `step` seconds;
+    `apply`: the decision's executors are run (processing pauses `restart_pause` seconds per change),
+    else only reported (passive mode)."""
+    scaler = Autoscaler(settings)
+    bursts = dict(bursts or {})
+    backlog = records = 0.0
+    busy = pause = 0.0
+    run = Run()
+    t = 0.0
+    while t <= duration:
+        arrived = arrivals(t) * step + sum(n for at, n in list(bursts.items()) if at <= t)
+        bursts = {at: n for at, n in bursts.items() if at > t}
+        backlog += arrived
+        slots = executors * cores
+        capacity = slot_rate * (partitions / math.ceil(partitions / slots) if slots < partitions else partitions)
+        working = max(0.0, step - pause)
+        pause = max(0.0, pause - step)
+        done = min(backlog, capacity * working)
+        backlog -= done
+        records += done
+        busy += done / capacity
+        scaler.observe(MetricSample(at=t, records=int(records), busy_seconds=busy, lag=int(backlog),
+                                    executors=executors, cores=cores, partitions=partitions))
+        decision = scaler.decide(t)
+        run.decisions.append(decision)
+        run.executors.append((t, executors))
+        run.lag.append((t, backlog))
+        if apply and decision.changes:
+            executors, pause = decision.target, restart_pause
+        t += step
+    return run
+
+
+def steady(rate: float, noise: float = 0.0, seed: int = 7) -> Callable[[float], float]:
+    rnd = random.Random(seed)
+    return lambda t: rate * (1 + rnd.uniform(-noise, noise))
+
+
+def test_a_steady_load_at_the_target_makes_no_decision_in_an_hour():
+    # 4 executors x 1 core over 8 partitions: 160 records/s; 112/s is utilization 0.7, the target
+    run = simulate(steady(112, noise=0.1), duration=HOUR + 20 * MINUTE, executors=4,
+                   settings=AutoscaleSettings(max_executors=8))
+    assert run.changes == []
+    evaluated = [d for d in run.decisions if d.evaluation is not None]
+    assert evaluated and evaluated[-1].at - evaluated[0].at >= HOUR - MINUTE  # an hour of evaluated decisions
+    assert all(d.direction == "none" and d.held is None and "within the utilization band" in d.reason
+               for d in evaluated)
+    assert all(0.6 < d.evaluation.utilization < 0.8 for d in evaluated if d.evaluation)
+
+
+def test_first_decisions_wait_for_stabilization_then_a_full_window():
+    settings = AutoscaleSettings()
+    run = simulate(steady(500), duration=25 * MINUTE, executors=1, settings=settings)
+    holds = [(d.at, d.held) for d in run.decisions]
+    assert all(h is Hold.STABILIZING for t, h in holds if t < settings.stabilization_interval)
+    assert all(h is Hold.COLLECTING for t, h in holds
+               if settings.stabilization_interval <= t < settings.stabilization_interval + settings.metrics_window)
+    first = run.changes[0]
+    assert first.at == settings.stabilization_interval + settings.metrics_window
+    assert first.direction == "up" and first.evaluation is not None
+    assert first.evaluation.start >= settings.stabilization_interval  # no sample of the stabilization interval
+
+
+def test_a_burst_scales_up_within_max_and_partitions_drains_then_scales_down_after_the_interval():
+    settings = AutoscaleSettings(max_executors=4)
+    burst_at = 30 * MINUTE
+    burst = 3 * RECORDS_PER_MONTH  # three months of flights at once
+    run = simulate(steady(20), duration=5 * HOUR, executors=1, settings=settings, bursts={burst_at: burst})
+
+    ups = [d for d in run.changes if d.direction == "up"]
+    downs = [d for d in run.changes if d.direction == "down"]
+    assert ups and ups[0].at >= burst_at and ups[0].target == 4  # to the maximum at once
+    assert "scale up 1 -> 4" in ups[0].reason and "lag" in ups[0].reason
+    assert max(n for _, n in run.executors) == 4 <= partition_cap(8, 1)
+    drained = run.drained_at(burst_at)
+    assert drained is not None
+    assert downs, "it scales back down"
+    first_down = downs[0]
+    # asked for only once the lag was below the backlog threshold (5 minutes of input), made a whole
+    # scale-down interval later, and the lag had drained by then
+    caught_up = next(d.at for d in run.decisions
+                     if d.at > ups[0].at and d.evaluation is not None and not d.evaluation.backlogged)
+    assert all(d.held is not Hold.SCALE_DOWN_DELAY for d in run.decisions if d.at < caught_up)
+    assert first_down.at >= caught_up + settings.scale_down_interval
+    assert first_down.at > drained
+    assert first_down.evaluation is not None and not first_down.evaluation.backlogged
+    assert first_down.target == 2  # the most a step may remove: 60% of 4, rounded up
+    assert [d.target for d in run.changes] == [4, 2, 1]
+    # scale-downs at least a scale-down interval apart
+    assert downs[1].at - downs[0].at >= settings.scale_down_interval
+
+
+def test_autoscaling_drains_the_burst_faster_than_the_passive_mode_reports():
+    settings = AutoscaleSettings(max_executors=4)
+    burst_at = 30 * MINUTE
+    kwargs = dict(duration=5 * HOUR, executors=1, settings=settings, bursts={burst_at: 3 * RECORDS_PER_MONTH})
+    scaled = simulate(steady(20), **kwargs)
+    passive = simulate(steady(20), apply=False, **kwargs)
+    assert passive.changes and all(n == 1 for _, n in passive.executors)  # reported, never applied
+    assert all(d.direction == "up" and 2 <= d.target <= 4 for d in passive.changes)  # less as the lag drains
+    with_scaling = scaled.drained_at(burst_at)
+    without = passive.drained_at(burst_at)
+    assert with_scaling is not None and without is not None
+    assert with_scaling - burst_at < 0.5 * (without - burst_at)
+
+
+def test_input_held_high_with_lag_above_the_threshold_never_scales_down():
+    settings = AutoscaleSettings(max_executors=4)
+    run = simulate(steady(300, noise=0.2), duration=3 * HOUR, executors=2, settings=settings)
+    assert all(d.direction != "down" for d in run.decisions)
+    assert [d.target for d in run.changes] == [4]
+    late = [d for d in run.decisions if d.at > run.changes[0].at + 25 * MINUTE]
+    assert late and all(d.held is Hold.AT_MAX for d in late)
+
+
+def test_a_backlog_holds_a_scale_down_the_rates_alone_would_make():
+    settings = AutoscaleSettings(scale_down_interval=0)
+    # 8 executors process 320/s, 20/s arrive: utilization 0.06; but 100,000 records wait (5000 s of input)
+    samples = [MetricSample(at=t, records=int(20 * t), busy_seconds=20 * t / 320, lag=100_000,
+                            executors=8, cores=1, partitions=8) for t in range(0, 1500, 15)]
+    decision, _ = decide(samples, settings, AutoscalerState(), now=samples[-1].at)
+    assert decision.direction == "none" and decision.held is Hold.BACKLOG
+    assert decision.wanted is not None and decision.wanted < 8
+    assert "backlog threshold" in decision.reason and "lag 100000 records" in decision.reason
+    drained = [MetricSample(at=s.at, records=s.records, busy_seconds=s.busy_seconds, lag=0, executors=8,
+                            cores=1, partitions=8) for s in samples]
+    decision, _ = decide(drained, settings, AutoscalerState(), now=drained[-1].at)
+    assert decision.direction == "down" and decision.held is None
+
+
+def test_an_oscillating_load_makes_a_bounded_number_of_changes():
+    settings = AutoscaleSettings(max_executors=8)
+    fast = simulate(lambda t: 100 + 80 * math.sin(2 * math.pi * t / (10 * MINUTE)), duration=6 * HOUR,
+                    executors=4, settings=settings)
+    assert fast.changes == []  # a 10-minute swing averages out over the 15-minute window
+    slow = simulate(lambda t: 90 + 80 * math.sin(2 * math.pi * t / (3 * HOUR)), duration=9 * HOUR,
+                    executors=4, settings=settings)
+    assert [d.target for d in slow.changes] == [8, 4] * 3  # one up and one down per 3-hour swing
+    downs = [d.at for d in slow.changes if d.direction == "down"]
+    assert all(b - a >= settings.scale_down_interval for a, b in pairwise(downs))
+
+
+def test_the_partition_cap_bounds_a_scale_up():
+    # 3 partitions, 2 cores per executor: a third executor would have no partition to read
+    settings = AutoscaleSettings(max_executors=10)
+    run = simulate(steady(1000), duration=2 * HOUR, executors=1, cores=2, partitions=3, settings=settings)
+    assert [d.target for d in run.changes] == [2]
+    late = [d for d in run.decisions if d.at > run.changes[0].at + 25 * MINUTE]
+    assert late and all(d.held is Hold.PARTITION_CAP and "partition cap" in d.reason for d in late)
+
+
+def test_min_and_max_bound_the_executors():
+    high = simulate(steady(1000), duration=HOUR, executors=1, settings=AutoscaleSettings(max_executors=2))
+    assert [d.target for d in high.changes] == [2]
+    assert high.decisions[-1].held is Hold.AT_MAX and "max_executors=2" in high.decisions[-1].reason
+    low = simulate(steady(1), duration=4 * HOUR, executors=4,
+                   settings=AutoscaleSettings(min_executors=2, scale_down_interval=10 * MINUTE))
+    assert [d.target for d in low.changes] == [2]
+    assert low.decisions[-1].held is Hold.AT_MIN
+
+
+def test_an_idle_streamlet_scales_down_one_limited_step_at_a_time():
+    run = simulate(steady(0), duration=3 * HOUR, executors=8, settings=AutoscaleSettings(scale_down_interval=0))
+    assert [d.target for d in run.changes] == [4, 2, 1]  # 60% at most per step, as Flink's scale-down.max-factor
+
+
+@pytest.mark.parametrize(("wanted", "partitions", "cores", "aligned"), [
+    (5, 8, 1, 8), (3, 8, 1, 4), (2, 8, 1, 2), (4, 8, 1, 4), (9, 8, 1, 8), (3, 8, 2, 4), (1, 8, 2, 1),
+    (7, 12, 1, 12), (5, 12, 1, 6), (3, 0, 1, 3)])
+def test_aligned_executors_count_waves_of_tasks(wanted, partitions, cores, aligned):
+    assert aligned_executors(wanted, partitions, cores) == aligned
+
+
+def test_a_scale_down_that_removes_no_wave_is_not_made():
+    # 8 executors x 1 core over 8 partitions: 5 to 7 executors run two waves, as 4 do
+    settings = AutoscaleSettings(scale_down_interval=0)
+    samples = [MetricSample(at=t, records=int(110 * t), busy_seconds=110 * t / 320, lag=0,
+                            executors=8, cores=1, partitions=8) for t in range(0, 1500, 15)]
+    decision, _ = decide(samples, settings, AutoscalerState(), now=samples[-1].at)
+    assert decision.held is Hold.ALIGNMENT and decision.target == 8 and decision.wanted in (5, 6, 7)
+
+
+def test_real_time_mode_needs_a_core_per_partition():
+    sample = MetricSample(at=0, records=0, busy_seconds=0, lag=0, executors=1, cores=2, partitions=6, real_time=True)
+    decision, _ = decide([sample], AutoscaleSettings(), AutoscalerState(), now=0)
+    assert decision.target == 3 and decision.direction == "up" and "Real-Time Mode" in decision.reason
+
+
+def test_the_autoscaler_keeps_only_the_samples_it_needs_and_refuses_older_ones():
+    settings = AutoscaleSettings()
+    scaler = Autoscaler(settings)
+    for t in range(0, 4 * 3600, 15):
+        scaler.observe(MetricSample(at=t, records=t, busy_seconds=t / 10, lag=0, executors=2, cores=1, partitions=4))
+    span = scaler.samples[-1].at - scaler.samples[0].at
+    assert span <= settings.metrics_window + 2 * settings.stabilization_interval + 15
+    assert scaler.decide().evaluation is not None  # still evaluates after trimming
+    with pytest.raises(ValueError, match="older"):
+        scaler.observe(MetricSample(at=0, records=0, busy_seconds=0, lag=0, executors=2, cores=1, partitions=4))
+
+
+@pytest.mark.parametrize(("field_name", "value"), [
+    ("min_executors", 0), ("max_executors", 0), ("target_utilization", 0), ("utilization_min", 0.8),
+    ("utilization_max", 0.5), ("catch_up_duration", -1), ("metrics_window", 0), ("max_scale_down_factor", 1)])
+def test_settings_out_of_range_name_the_setting(field_name, value):
+    with pytest.raises(AutoscaleSettingsError, match=field_name):
+        AutoscaleSettings(**{field_name: value})
+
+
+def samples_at(rate: float, capacity: float, *, executors: int, until: float = 1500, lag: int = 0,
+               start: float = 0, records: float = 0) -> list[MetricSample]:
+    """Samples every 15 s of a streamlet reading `rate` records/s with `capacity` records per busy second."""
+    return [MetricSample(at=t, records=int(records + rate * (t - start)), busy_seconds=rate * (t - start) / capacity,
+                         lag=lag, executors=executors, cores=1, partitions=8) for t in range(int(start), int(until), 15)]
+
+
+def test_a_restarted_process_restarts_the_stabilization():
+    settings = AutoscaleSettings()
+    before = samples_at(500, 40, executors=1, until=1500)
+    after = samples_at(500, 40, executors=1, start=1500, until=1800)  # counters from 0 again
+    decision, _ = decide(before + after, settings, AutoscalerState(), now=1785)
+    assert decision.held is Hold.STABILIZING and not decision.changes
+    decision, _ = decide(before, settings, AutoscalerState(), now=1485)
+    assert decision.direction == "up"
+
+
+def test_a_scale_up_or_the_band_cancels_a_pending_scale_down():
+    settings = AutoscaleSettings()
+    low = samples_at(10, 320, executors=8)
+    decision, state = decide(low, settings, AutoscalerState(), now=low[-1].at)
+    assert decision.held is Hold.SCALE_DOWN_DELAY and state.scale_down_since == low[-1].at
+    in_band = samples_at(180, 320, executors=8)
+    decision, state = decide(in_band, settings, state, now=in_band[-1].at)
+    assert "within the utilization band" in decision.reason and state == AutoscalerState()
+
+
+def test_a_load_below_the_band_that_rounds_to_the_current_count_changes_nothing():
+    # 2 executors, 80/s capacity, 28/s: below the band (28/0.4 + 28/6 = 74.7 < 80) but the target,
+    # 28/0.7 + 28/6 = 44.7/s, is 0.56 of the capacity: ceil(0.56 * 2) = 2
+    decision, state = decide(samples_at(28, 80, executors=2), AutoscaleSettings(scale_down_interval=0),
+                             AutoscalerState(), now=1485)
+    assert not decision.changes and decision.held is None and decision.wanted == 2
+    assert "no whole executor" in decision.reason and state == AutoscalerState()
