@@ -1,12 +1,14 @@
-"""Put Spark's Kafka and Avro connectors and their dependencies into $SPARK_HOME/jars at image
-build time, so that a driver or an executor pod downloads nothing when it starts.
+"""Put Spark's Kafka and Avro connectors, Hadoop's S3A connector and their dependencies into
+$SPARK_HOME/jars at image build time, so that a driver or an executor pod downloads nothing when it
+starts, whether its state is on a claim or on S3.
 
 Spark resolves them itself (`spark.jars.packages`, its Ivy resolution, with the Ivy cache in a
 temporary folder); the jars PySpark already ships (lz4, snappy, the Hadoop client...) are left out,
-the others are copied under their usual names (spark-avro_2.13-4.2.0.jar). The coordinates are
-those of streamlets.runtime.spark_session.connector_packages() for the installed PySpark, which
-then finds them in $SPARK_HOME/jars and asks for no packages (tests/integration/test_images.py
-checks both). Run with the venv's python after PySpark is installed:
+the others are copied under their usual names (spark-avro_2.13-4.2.0.jar). The coordinates and
+exclusions are streamlets.runtime.jars' (copied next to this file by the Dockerfile: the package is
+installed later), for the installed PySpark, which then finds them in $SPARK_HOME/jars and asks for
+no packages (tests/integration/test_images.py checks both). Run with the venv's python after
+PySpark is installed:
 
     python connectors.py
 """
@@ -23,8 +25,10 @@ from pathlib import Path
 import pyspark
 from pyspark.sql import SparkSession
 
-SCALA = "2.13"  # Spark 4 is built for Scala 2.13 only
-ARTIFACTS = (f"spark-sql-kafka-0-10_{SCALA}", f"spark-avro_{SCALA}")
+try:
+    from jars import S3A_EXCLUDES, connector_packages, hadoop_version, s3a_packages  # the image build: next to this file
+except ImportError:
+    from streamlets.runtime.jars import S3A_EXCLUDES, connector_packages, hadoop_version, s3a_packages
 
 
 def main() -> int:
@@ -32,10 +36,11 @@ def main() -> int:
     version = pyspark.__version__
     jars_dir = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent) / "jars"
     shipped = {p.name for p in jars_dir.glob("*.jar")}
-    packages = [f"org.apache.spark:{a}:{version}" for a in ARTIFACTS]
+    packages = connector_packages(version) + s3a_packages()
     with tempfile.TemporaryDirectory() as ivy:
         spark = (SparkSession.builder.master("local[1]").appName("resolve-connectors")
                  .config("spark.jars.packages", ",".join(packages))
+                 .config("spark.jars.excludes", ",".join(S3A_EXCLUDES))
                  .config("spark.jars.ivy", ivy)
                  .config("spark.ui.enabled", "false")
                  .getOrCreate())
@@ -48,7 +53,9 @@ def main() -> int:
             if name and name not in shipped:
                 shutil.copyfile(path, jars_dir / name)
                 added.append(name)
-    missing = [a for a in ARTIFACTS if f"{a}-{version}.jar" not in added]
+    wanted = [f"{c.split(':')[1]}-{version}.jar" for c in connector_packages(version)]
+    wanted.append(f"hadoop-aws-{hadoop_version()}.jar")
+    missing = [name for name in wanted if name not in added]
     if missing:
         print(f"connectors: {', '.join(missing)} not resolved (spark.jars = {resolved!r})", file=sys.stderr)
         return 1

@@ -1,6 +1,6 @@
 # Base image of Streamlets on Spark applications: Spark 4.2.0 (PySpark's own distribution: its
-# bin/spark-submit and jars are SPARK_HOME), Java 17, Python 3.11 in /opt/venv, the Kafka and Avro
-# connectors in $SPARK_HOME/jars (resolved when the image is built: a pod downloads nothing), the
+# bin/spark-submit and jars are SPARK_HOME), Java 17, Python 3.11 in /opt/venv, the Kafka, Avro and
+# S3A connectors in $SPARK_HOME/jars (resolved when the image is built: a pod downloads nothing), the
 # streamlets package and the driver's main file /opt/streamlets/runner.py. The Spark Operator
 # starts drivers and executors through /opt/entrypoint.sh (docker/entrypoint.sh: Spark on
 # Kubernetes' driver and executor commands). No Apache Spark image is needed.
@@ -64,9 +64,11 @@ RUN --mount=type=cache,id=streamlets-pip,target=/var/cache/pip,sharing=locked \
  && rm /tmp/requirements.txt \
  && test -x "$SPARK_HOME/bin/spark-submit"
 
-# spark-sql-kafka-0-10, spark-avro and their dependencies, resolved by Spark's Ivy (on the
-# loopback address: a build container's host name need not resolve).
+# spark-sql-kafka-0-10, spark-avro, hadoop-aws (S3A: checkpoints on S3) and their dependencies,
+# resolved by Spark's Ivy (on the loopback address: a build container's host name need not
+# resolve); which jars is streamlets.runtime.jars' to say.
 COPY docker/connectors.py /tmp/connectors.py
+COPY streamlets/runtime/jars.py /tmp/jars.py
 RUN cd /tmp && SPARK_LOCAL_IP=127.0.0.1 SPARK_LOCAL_HOSTNAME=localhost python /tmp/connectors.py \
  && rm -rf /tmp/* /tmp/.[!.]*
 
@@ -87,7 +89,7 @@ COPY blueprint/ /tmp/src/blueprint/
 COPY charts/streamlets-operator/crds/ /tmp/src/charts/streamlets-operator/crds/
 RUN PIP_NO_CACHE_DIR=1 pip install -q --no-deps --no-build-isolation /tmp/src \
  && rm -rf /tmp/src \
- && cd / && python -c "import streamlets.driver, streamlets.runtime.runner, blueprint; from streamlets.runtime.spark_session import connectors_in_spark_home; assert connectors_in_spark_home()"
+ && cd / && python -c "import streamlets.driver, streamlets.runtime.runner, blueprint; from streamlets.runtime.jars import connectors_in_spark_home; assert connectors_in_spark_home(s3a=True)"
 # The driver's main file (the SparkApplication's mainApplicationFile); tests/k8s/test_operator.py
 # runs this same file with spark-submit.
 COPY docker/runner.py /opt/streamlets/runner.py

@@ -126,12 +126,47 @@ class KafkaSpec(SpecModel):
                                                  "replication factor")
 
 
+S3A_URI = r"^s3a://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$"
+ENDPOINT = r"^https?://[^\s/]+(/.*)?$"
+SECRET_KEY = r"^[-._a-zA-Z0-9]+$"  # a key of a Secret's data
+
+
+class S3ASpec(SpecModel):
+    """How to reach the object store of spec.storage.checkpoints (Hadoop's S3A connector)."""
+
+    endpoint: str | None = Field(default=None, description="the S3 API's URL (fs.s3a.endpoint), http:// or https://; "
+                                 "unset: AWS's for the region", pattern=ENDPOINT)
+    path_style_access: bool | None = Field(default=None, description="the bucket in the path, not the host name "
+                                           "(fs.s3a.path.style.access; MinIO and most S3-compatible stores)")
+    region: str | None = Field(default=None, description="the signing region (fs.s3a.endpoint.region)", min_length=1,
+                               max_length=64)
+
+
+class StorageSecretRef(SpecModel):
+    """The Secret (in the application's namespace) with the object store's credentials; they reach
+    the drivers and executors as $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY (secretKeyRef), never
+    through the resource or the run config."""
+
+    name: str = Field(description="the Secret's name", max_length=253, pattern=DNS_SUBDOMAIN)
+    access_key_id_key: str = Field(default="AWS_ACCESS_KEY_ID", description="its key holding the access key id",
+                                   max_length=253, pattern=SECRET_KEY)
+    secret_access_key_key: str = Field(default="AWS_SECRET_ACCESS_KEY", description="its key holding the secret "
+                                       "access key", max_length=253, pattern=SECRET_KEY)
+
+
 class StorageSpec(SpecModel):
     size: str | None = Field(default=None, pattern=r"^[0-9]+(\.[0-9]+)?([KMGTPE]i?|[kmu]|[eE][0-9]+)?$")
     storage_class_name: str | None = Field(default=None, max_length=253)
     access_mode: Literal["ReadWriteOnce", "ReadWriteMany", "ReadOnlyMany"] | None = None
     existing_claim: str | None = Field(default=None, description="use this claim instead of creating one", max_length=253,
                                        pattern=DNS_SUBDOMAIN)
+    checkpoints: str | None = Field(default=None, description="the state root on an object store, s3a://bucket/prefix: "
+                                    "checkpoints, savepoints and state dumps go there and no claim is made (the claim "
+                                    "fields above are then refused)", pattern=S3A_URI)
+    s3a: S3ASpec | None = Field(default=None, alias="s3a", description="how to reach the object store of "
+                                "spec.storage.checkpoints (Hadoop's S3A connector)")
+    secret_ref: StorageSecretRef | None = Field(default=None, description="the Secret with the object store's "
+                                                "credentials (required with checkpoints)")
 
 
 class SavepointsSpec(SpecModel):
@@ -166,8 +201,9 @@ class ApplicationSpec(SpecModel):
     service_account_name: str | None = Field(default=None, description="service account of the Spark driver pods",
                                              max_length=253, pattern=DNS_SUBDOMAIN)
     kafka: KafkaSpec
-    storage: StorageSpec | None = Field(default=None, description="the checkpoint volume (one claim per application); unset "
-                                        "fields take the operator's defaults")
+    storage: StorageSpec | None = Field(default=None, description="where the state lives: the checkpoint volume (one claim "
+                                        "per application) or an object store (checkpoints); unset fields take the "
+                                        "operator's defaults")
     upgrade_mode: UpgradeMode = Field(default="last-state", description="what happens to a streamlet's state when its spec "
                                       "changes")
     delete_topics_on_delete: bool = Field(default=False, description="delete the managed topics with the application (never "

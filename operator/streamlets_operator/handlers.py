@@ -175,7 +175,10 @@ def _reconcile(app: dict[str, Any], patch: kopf.Patch, logger: logging.Logger) -
 
 
 def _claim_modes(app: dict[str, Any], spec) -> list[str] | None:
-    """The access modes of the application's checkpoint claim as it exists in the cluster (None: not yet)."""
+    """The access modes of the application's checkpoint claim as it exists in the cluster (None: not
+    yet, or no claim: the state is on an object store)."""
+    if render.object_store(spec):
+        return None
     return kube.claim_access_modes(app["metadata"]["namespace"], render.claim_name(app["metadata"]["name"], spec))
 
 

@@ -4,6 +4,12 @@ PersistentVolumeClaim for the checkpoints. No API calls here: handlers.py applie
 
 Names: `<app>-<streamlet>` (SparkApplication), `<app>-<streamlet>-config` (Secret),
 `<app>-checkpoints` (claim), where <app> is the resource's metadata.name.
+
+The state (checkpoints, savepoints, state dumps: streamlets.runtime.layout) lives on the claim,
+mounted at /checkpoints in every driver and executor, or, with spec.storage.checkpoints (or the
+chart's `storage.checkpoints`), on an object store: then no claim is made, the run configs' roots
+are `s3a://` URIs, the S3A settings (streamlets.runtime.object_store) go into sparkConf, and the
+credentials reach the pods from the Secret of spec.storage.secretRef by secretKeyRef only.
 """
 
 from __future__ import annotations
@@ -18,9 +24,11 @@ from typing import Any
 from streamlets import avro_limits
 from blueprint.deploy.crd import API_VERSION, GROUP, KIND, PLURAL, VERSION  # noqa: F401  (the CRD's one home)
 from streamlets.runtime.layout import StateLayout
+from streamlets.runtime.object_store import ACCESS_KEY_ENV, SECRET_KEY_ENV, ObjectStore
 from streamlets.runtime.runconfig import METRICS_PORT, METRICS_PORT_NAME, StreamletRunConfig, scrape_annotations
 from streamlets.errors import StreamletError
-from blueprint.deploy.spec import ApplicationSpec, PodResources, SavepointsSpec, StorageSpec, StreamletSpec
+from blueprint.deploy.spec import (ApplicationSpec, PodResources, S3ASpec, SavepointsSpec, StorageSecretRef, StorageSpec,
+                                   StreamletSpec)
 from pydantic import ValidationError
 
 SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
@@ -84,6 +92,88 @@ def secret_name(app: str, streamlet: str) -> str:
     return f"{app}-{streamlet}-config"
 
 
+# The operator's defaults for what spec.storage leaves unset (the chart's `storage` values), by field
+STORAGE_DEFAULTS_ENV = {"size": "STREAMLETS_STORAGE_SIZE", "storage_class_name": "STREAMLETS_STORAGE_CLASS",
+                        "access_mode": "STREAMLETS_STORAGE_ACCESS_MODE",
+                        "checkpoints": "STREAMLETS_STORAGE_CHECKPOINTS"}
+S3A_DEFAULTS_ENV = {"endpoint": "STREAMLETS_STORAGE_S3A_ENDPOINT", "path_style_access": "STREAMLETS_STORAGE_S3A_PATH_STYLE",
+                    "region": "STREAMLETS_STORAGE_S3A_REGION"}
+SECRET_DEFAULT_ENV = "STREAMLETS_STORAGE_SECRET"  # the Secret's name; its keys: StorageSecretRef's defaults
+CLAIM_FIELDS = ("size", "storage_class_name", "access_mode", "existing_claim")
+
+
+def storage(spec: ApplicationSpec, env: dict[str, str] | Any = None) -> StorageSpec:
+    """spec.storage with the operator's object-store defaults filled in: the chart's
+    `storage.checkpoints` (and its s3a settings and Secret) apply to an application whose spec
+    names neither an object store nor a claim field (a spec with a claim field keeps a claim).
+    The claim's own defaults (size, class, access mode) are read where the claim is rendered."""
+    env = os.environ if env is None else env
+    given = spec.storage or StorageSpec()
+    if given.checkpoints or any(getattr(given, f) for f in CLAIM_FIELDS):
+        return given
+    default = env.get(STORAGE_DEFAULTS_ENV["checkpoints"])
+    if not default:
+        return given
+    s3a = S3ASpec(endpoint=env.get(S3A_DEFAULTS_ENV["endpoint"]) or None,
+                  path_style_access=(env.get(S3A_DEFAULTS_ENV["path_style_access"]) or "").lower() == "true" or None,
+                  region=env.get(S3A_DEFAULTS_ENV["region"]) or None)
+    secret = env.get(SECRET_DEFAULT_ENV)
+    return given.model_copy(update={"checkpoints": default, "s3a": given.s3a or s3a,
+                                    "secret_ref": given.secret_ref or (StorageSecretRef(name=secret) if secret else None)})
+
+
+def object_store(spec: ApplicationSpec, env: dict[str, str] | Any = None) -> ObjectStore | None:
+    """The object store of the application's state (storage(); streamlets.runtime.object_store), or
+    None when the state is on the checkpoint claim."""
+    st = storage(spec, env)
+    if not st.checkpoints:
+        return None
+    s3a = st.s3a or S3ASpec()
+    return ObjectStore(st.checkpoints, endpoint=s3a.endpoint, path_style_access=bool(s3a.path_style_access),
+                       region=s3a.region)
+
+
+def state_layout(spec: ApplicationSpec, env: dict[str, str] | Any = None) -> StateLayout:
+    """Where the runtime keeps the state: the object store's root, else the claim at /checkpoints."""
+    store = object_store(spec, env)
+    return store.layout() if store else CLAIM_LAYOUT
+
+
+def credentials_env(ref: StorageSecretRef) -> list[dict[str, Any]]:
+    """The environment variables the AWS SDK reads the credentials from ($AWS_ACCESS_KEY_ID,
+    $AWS_SECRET_ACCESS_KEY: S3A's EnvironmentVariableCredentialsProvider), each from the Secret by
+    secretKeyRef: the values never appear in a SparkApplication or a run config."""
+    return [{"name": name, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": key}}}
+            for name, key in ((ACCESS_KEY_ENV, ref.access_key_id_key), (SECRET_KEY_ENV, ref.secret_access_key_key))]
+
+
+def storage_problems(spec: ApplicationSpec, env: dict[str, str] | Any = None) -> list[str]:
+    """Why the state cannot go where spec.storage says (an object store without the Secret of its
+    credentials, claim fields beside it, a volume mount that would be a folder of the checkpoint
+    claim when there is none); empty when it can."""
+    st = storage(spec, env)
+    if not st.checkpoints:
+        return []
+    problems = []
+    if st.secret_ref is None:
+        problems.append(f"spec.storage.checkpoints {st.checkpoints}: set spec.storage.secretRef.name, the Secret with "
+                        "the store's credentials (keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or name yours in "
+                        "accessKeyIdKey and secretAccessKeyKey)")
+    given = [f for f in CLAIM_FIELDS if getattr(st, f)]
+    if given:
+        problems.append(f"spec.storage: {', '.join(given)} describe a checkpoint claim, and checkpoints "
+                        f"{st.checkpoints} puts the state on an object store: set one or the other")
+    for s in spec.streamlets:
+        listed = s.volume_mounts or {}
+        for m in s.descriptor.get("volume_mounts") or []:
+            if m["name"] not in listed:
+                problems.append(f"streamlet {s.name!r}: volume mount {m['name']!r} has no claim of its own: with the "
+                                "state on an object store there is no checkpoint claim to hold it; map it to a claim "
+                                f"(streamlets.{s.name}.volume-mounts.{m['name']} in the deploy config, "
+                                "spec.streamlets[].volumeMounts)")
+    return problems
+
+
 def claim_name(app: str, spec: ApplicationSpec) -> str:
     """The checkpoint claim: spec.storage.existingClaim, else `<app>-checkpoints`."""
     return (spec.storage.existing_claim if spec.storage else None) or f"{app}-checkpoints"
@@ -100,12 +190,12 @@ def claim_access_modes(spec: ApplicationSpec, env: dict[str, str] | Any, found: 
     existing claim whose modes were not read, spec.storage.accessMode or none ([]: unknown)."""
     if found:
         return list(found)
-    storage = spec.storage or StorageSpec()
-    if storage.access_mode:
-        return [storage.access_mode]
-    if storage.existing_claim:
+    given = spec.storage or StorageSpec()
+    if given.access_mode:
+        return [given.access_mode]
+    if given.existing_claim:
         return []
-    return [env.get("STREAMLETS_STORAGE_ACCESS_MODE") or DEFAULT_ACCESS_MODE]
+    return [env.get(STORAGE_DEFAULTS_ENV["access_mode"]) or DEFAULT_ACCESS_MODE]
 
 
 def storage_problem(claim: str, modes: list[str]) -> str | None:
@@ -181,11 +271,12 @@ def _metadata(body: dict[str, Any], name: str, streamlet: str | None, annotation
 
 # --- validation ---------------------------------------------------------------------------------
 
-def validate(spec: dict[str, Any] | ApplicationSpec) -> list[str]:
+def validate(spec: dict[str, Any] | ApplicationSpec, env: dict[str, str] | None = None) -> list[str]:
     """Every reason the spec cannot be deployed (empty: it can). Checks what the CRD schema cannot:
     the spec model (blueprint.deploy.spec), unique names, Avro schemas that parse, port topics that
     name declared topics and declared ports, config parameters and volume mounts the descriptor
-    declares, and the run configs."""
+    declares, the object store of the state (storage_problems; `env`: the operator's defaults) and
+    the run configs."""
     try:
         app = typed(spec)
     except ValidationError as e:
@@ -248,9 +339,11 @@ def validate(spec: dict[str, Any] | ApplicationSpec) -> list[str]:
             if ref.split(".", 1)[0] not in seen:
                 problems.append(f"topic {t.id!r}: {ref!r} names no streamlet of the application")
     if not problems:
+        problems += storage_problems(app, env)
+    if not problems:
         for s in app.streamlets:
             try:
-                run_config(app, s)
+                run_config(app, s, env)
             except Exception as e:  # pydantic ValidationError and friends
                 problems.append(f"streamlet {s.name!r}: invalid run config: {e}")
     return problems
@@ -258,10 +351,13 @@ def validate(spec: dict[str, Any] | ApplicationSpec) -> list[str]:
 
 # --- run config and Secret ----------------------------------------------------------------------
 
-def run_config(spec: dict[str, Any] | ApplicationSpec, streamlet: dict[str, Any] | StreamletSpec) -> dict[str, Any]:
-    """The streamlet's StreamletRunConfig as JSON data (validated by the model)."""
+def run_config(spec: dict[str, Any] | ApplicationSpec, streamlet: dict[str, Any] | StreamletSpec,
+               env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The streamlet's StreamletRunConfig as JSON data (validated by the model); its state roots
+    are those of state_layout (`env`: the operator's defaults)."""
     app, s = typed(spec), _streamlet(streamlet)
     savepoints = app.savepoints or SavepointsSpec()
+    layout = state_layout(app, env)
     config = StreamletRunConfig(
         app_id=app.app_id,
         streamlet=s.name,
@@ -271,11 +367,11 @@ def run_config(spec: dict[str, Any] | ApplicationSpec, streamlet: dict[str, Any]
         bootstrap_servers=app.kafka.bootstrap_servers,
         config_parameters=dict(s.config_parameters or {}),
         volume_mounts={m["name"]: m["path"] for m in s.descriptor.get("volume_mounts") or []},
-        checkpoint_root=CLAIM_LAYOUT.checkpoints(app.app_id, s.name),
+        checkpoint_root=layout.checkpoints(app.app_id, s.name),
         dead_letter_topic=app.dead_letter_topic,
         spark_conf=dict(s.spark_conf or {}),
-        savepoint_root=savepoints.directory or CLAIM_LAYOUT.savepoints,
-        state_dump_root=CLAIM_LAYOUT.dumps,
+        savepoint_root=savepoints.directory or layout.savepoints,
+        state_dump_root=layout.dumps,
         savepoint_max_count=savepoints.max_count,
         savepoint_max_age_seconds=savepoints.max_age_seconds,
         restore_from=s.restore_from,
@@ -293,11 +389,12 @@ def stateless_token(spec: dict[str, Any] | ApplicationSpec, streamlet: dict[str,
                       **{k: v for k, v in _streamlet(streamlet).dump().items() if k not in ("scale", "statePartitions")}})
 
 
-def render_secret(body: dict[str, Any], streamlet: dict[str, Any] | StreamletSpec) -> dict[str, Any]:
+def render_secret(body: dict[str, Any], streamlet: dict[str, Any] | StreamletSpec,
+                  env: dict[str, str] | None = None) -> dict[str, Any]:
     """The Secret with a streamlet's run config (run_config as JSON under the key run.json, base64), annotated
     with the hash of its data. Raises pydantic's ValidationError for a spec or streamlet that is not valid."""
     app, streamlet = body["metadata"]["name"], _streamlet(streamlet)
-    text = json.dumps(run_config(body["spec"], streamlet), indent=2, sort_keys=True)
+    text = json.dumps(run_config(body["spec"], streamlet, env), indent=2, sort_keys=True)
     data = {CONFIG_KEY: base64.b64encode(text.encode()).decode()}
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": _metadata(body, secret_name(app, streamlet.name), streamlet.name,
@@ -323,13 +420,14 @@ def _pod(settings: PodResources | None) -> dict[str, Any]:
     return out
 
 
-def _volumes(app: str, claim: str, streamlet: StreamletSpec) -> tuple[list[dict], list[dict], list[dict]]:
-    """(volumes, driver mounts, executor mounts). The checkpoint claim `claim` is mounted at /checkpoints;
-    a volume mount the spec maps to a claim mounts that claim; an unlisted one gets a folder of the
-    checkpoint claim (`volumes/<streamlet>/<mount>`). A ReadWriteOncePod claim is mounted in the
+def _volumes(app: str, claim: str | None, streamlet: StreamletSpec) -> tuple[list[dict], list[dict], list[dict]]:
+    """(volumes, driver mounts, executor mounts). The checkpoint claim `claim` is mounted at /checkpoints
+    (None: the state is on an object store, no claim); a volume mount the spec maps to a claim mounts
+    that claim; an unlisted one gets a folder of the checkpoint claim (`volumes/<streamlet>/<mount>`;
+    validate() refuses one without a checkpoint claim). A ReadWriteOncePod claim is mounted in the
     driver only: Kubernetes lets one pod use it, so an executor mounting it would never start."""
-    volumes = [{"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": claim}}]
-    mounts = [{"name": CHECKPOINT_VOLUME, "mountPath": CHECKPOINT_DIR}]
+    volumes = [{"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": claim}}] if claim else []
+    mounts = [{"name": CHECKPOINT_VOLUME, "mountPath": CHECKPOINT_DIR}] if claim else []
     driver_only = []
     listed = streamlet.volume_mounts or {}
     for i, m in enumerate(streamlet.descriptor.get("volume_mounts") or []):
@@ -357,14 +455,17 @@ def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any] | S
     pods, services and config maps; Spark's spark.kubernetes.authenticate.driver.serviceAccountName).
     With a ReadWriteOnce checkpoint claim (claim_access_modes, `claim_modes` as read from the
     cluster), the driver and executors get one_node_affinity of the application; else with a
-    ReadWriteOnce volume mount claim, that of the streamlet."""
+    ReadWriteOnce volume mount claim, that of the streamlet. With the state on an object store
+    (object_store), no claim: its S3A settings go into sparkConf (below the streamlet's own) and
+    its credentials into the pods' environment (credentials_env)."""
     env = os.environ if env is None else env
     app, spec, streamlet = body["metadata"]["name"], typed(body["spec"]), _streamlet(streamlet)
     name = streamlet.name
-    secret = secret or render_secret(body, streamlet)
+    secret = secret or render_secret(body, streamlet, env)
     pod_labels = {**(streamlet.labels or {}), **labels(app, name)}
     pod_annotations = dict(streamlet.annotations or {})
-    volumes, driver_mounts, executor_mounts = _volumes(app, claim_name(app, spec), streamlet)
+    store = object_store(spec, env)
+    volumes, driver_mounts, executor_mounts = _volumes(app, None if store else claim_name(app, spec), streamlet)
     executors = streamlet.scale.executors
     # the driver is scraped (the streamlet's own annotations win); executors are not: their
     # metrics reach Prometheus through the driver (/metrics/executors/prometheus)
@@ -375,7 +476,10 @@ def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any] | S
                 "volumeMounts": executor_mounts}
     if pod_annotations:
         executor["annotations"] = pod_annotations
-    if one_node(claim_access_modes(spec, env, claim_modes)):
+    secret_ref = storage(spec, env).secret_ref
+    if store and secret_ref:
+        driver["env"], executor["env"] = credentials_env(secret_ref), credentials_env(secret_ref)
+    if not store and one_node(claim_access_modes(spec, env, claim_modes)):
         driver["affinity"] = executor["affinity"] = one_node_affinity(app)
     elif _one_node_mounts(streamlet):
         driver["affinity"] = executor["affinity"] = one_node_affinity(app, name)
@@ -384,7 +488,7 @@ def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any] | S
         driver["serviceAccount"] = service_account
     # No spark.jars.packages: the Kafka and Avro connectors are in the image's $SPARK_HOME/jars
     # (docker/streamlet.Dockerfile), so a pod resolves and downloads nothing when it starts.
-    spark_conf = {**SPARK_METRICS_CONF, **(streamlet.spark_conf or {})}
+    spark_conf = {**SPARK_METRICS_CONF, **(store.spark_conf() if store else {}), **(streamlet.spark_conf or {})}
     if streamlet.state_partitions:  # a fresh query starts with them too (its first batch pins them)
         spark_conf["spark.sql.shuffle.partitions"] = str(streamlet.state_partitions)
     # Avro's allocation limits in the driver's and the executors' JVMs (streamlets.avro_limits).
@@ -420,18 +524,19 @@ def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any] | S
 # --- PersistentVolumeClaim ----------------------------------------------------------------------
 
 def render_claim(body: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any] | None:
-    """The checkpoint claim, or None when spec.storage.existingClaim names one. Unset fields take
-    the operator's defaults (STREAMLETS_STORAGE_SIZE, _CLASS, _ACCESS_MODE)."""
+    """The checkpoint claim, or None when spec.storage.existingClaim names one or the state is on an
+    object store (object_store). Unset fields take the operator's defaults (STREAMLETS_STORAGE_SIZE,
+    _CLASS, _ACCESS_MODE)."""
     env = os.environ if env is None else env
     app, spec = body["metadata"]["name"], typed(body["spec"])
-    storage = spec.storage or StorageSpec()
-    if storage.existing_claim:
+    given = spec.storage or StorageSpec()
+    if given.existing_claim or object_store(spec, env):
         return None
     claim_spec: dict[str, Any] = {
         "accessModes": claim_access_modes(spec, env),
-        "resources": {"requests": {"storage": storage.size or env.get("STREAMLETS_STORAGE_SIZE") or "10Gi"}},
+        "resources": {"requests": {"storage": given.size or env.get(STORAGE_DEFAULTS_ENV["size"]) or "10Gi"}},
     }
-    storage_class = storage.storage_class_name or env.get("STREAMLETS_STORAGE_CLASS")
+    storage_class = given.storage_class_name or env.get(STORAGE_DEFAULTS_ENV["storage_class_name"])
     if storage_class:
         claim_spec["storageClassName"] = storage_class
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
@@ -444,7 +549,7 @@ def render_streamlet(body: dict[str, Any], streamlet: dict[str, Any] | Streamlet
                      env: dict[str, str] | None = None,
                      claim_modes: list[str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(Secret, SparkApplication) of one streamlet."""
-    secret = render_secret(body, streamlet)
+    secret = render_secret(body, streamlet, env)
     return secret, render_spark_application(body, streamlet, secret, env, claim_modes)
 
 
@@ -454,12 +559,13 @@ def render_all(body: dict[str, Any], env: dict[str, str] | None = None,
     access modes of the checkpoint claim as it exists (None: not read, or no claim yet). Raises
     SpecError with every problem if the spec is invalid or its checkpoint claim cannot hold
     checkpoints (storage_problem)."""
-    problems = validate(body["spec"])
+    env = os.environ if env is None else env
+    problems = validate(body["spec"], env)
     if problems:
         raise SpecError("; ".join(problems))
     spec = typed(body["spec"])
-    env = os.environ if env is None else env
-    problem = storage_problem(claim_name(body["metadata"]["name"], spec), claim_access_modes(spec, env, claim_modes))
+    problem = None if object_store(spec, env) else storage_problem(claim_name(body["metadata"]["name"], spec),
+                                                                     claim_access_modes(spec, env, claim_modes))
     if problem:
         raise SpecError(problem)
     return {"claim": render_claim(body, env),

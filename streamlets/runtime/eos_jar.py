@@ -19,6 +19,7 @@ import zipfile
 from pathlib import Path
 
 from ..cache import cache_root
+from .jars import spark_jars_dir
 
 NAME = "streamlets-kafka-eos"
 SOURCES = Path(__file__).resolve().parents[2] / "jvm" / NAME / "src" / "main" / "java"
@@ -34,10 +35,7 @@ class EosJarError(RuntimeError):
 
 
 def _spark_jars() -> list[Path]:
-    import pyspark
-
-    home = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
-    return sorted((home / "jars").glob("*.jar"))
+    return sorted(spark_jars_dir().glob("*.jar"))
 
 
 def kafka_clients_jar() -> Path:

@@ -27,73 +27,12 @@ from typing import TYPE_CHECKING, Mapping
 
 from .. import avro_limits
 from ..cache import cache_root
+from .jars import S3A_EXCLUDES, connector_packages, connectors_in_spark_home, s3a_packages, spark_version
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from .object_store import ObjectStore
-
-
-def spark_version() -> str:
-    """The installed PySpark's version (`4.2.0`), read without starting Spark."""
-    import pyspark
-
-    return pyspark.__version__
-
-
-def connector_packages(version: str | None = None) -> list[str]:
-    """Maven coordinates of the Kafka source/sink and Avro functions for this Spark."""
-    v = version or spark_version()
-    scala = "2.13"  # Spark 4 is built for Scala 2.13 only
-    return [f"org.apache.spark:spark-sql-kafka-0-10_{scala}:{v}", f"org.apache.spark:spark-avro_{scala}:{v}"]
-
-
-def _spark_jars() -> Path:
-    import pyspark
-
-    return Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent) / "jars"
-
-
-def hadoop_version() -> str:
-    """The version of the Hadoop client in Spark's jars (`hadoop-client-runtime-<version>.jar`: 3.5.0
-    for PySpark 4.2.0). RuntimeError if there is none."""
-    for jar in _spark_jars().glob("hadoop-client-runtime-*.jar"):
-        return jar.name[len("hadoop-client-runtime-"):-len(".jar")]
-    raise RuntimeError(f"no hadoop-client-runtime jar in {_spark_jars()}: cannot tell which hadoop-aws matches")
-
-
-# The AWS SDK v2 version each Hadoop release is built with (hadoop-project's aws-java-sdk-v2.version)
-AWS_SDK_FOR_HADOOP = {"3.5.0": "2.35.4"}
-# What the S3A packages would pull in that Spark ships itself, or that S3A needs not: the SDK's
-# all-services bundle (690 MB; the per-service jars replace it), Netty, HTTP client, logging, codec,
-# and wildfly-openssl (only for fs.s3a.ssl.channel.mode=openssl). Ivy's glob patterns, group:artifact.
-S3A_EXCLUDES = ("software.amazon.awssdk:bundle", "io.netty:*", "org.apache.httpcomponents:*", "commons-logging:*",
-                "commons-codec:*", "org.slf4j:*", "org.wildfly.openssl:*")
-
-
-def s3a_packages() -> list[str]:
-    """Maven coordinates of Hadoop's S3A connector for Spark's Hadoop: hadoop-aws and the AWS SDK's
-    s3 and s3-transfer-manager (their dependencies follow, less S3A_EXCLUDES). RuntimeError for a
-    Hadoop whose SDK version AWS_SDK_FOR_HADOOP does not know."""
-    hadoop = hadoop_version()
-    sdk = AWS_SDK_FOR_HADOOP.get(hadoop)
-    if sdk is None:
-        raise RuntimeError(f"Hadoop {hadoop}: which AWS SDK v2 its hadoop-aws needs is not known; add it to "
-                           "streamlets.runtime.spark_session.AWS_SDK_FOR_HADOOP (hadoop-project's aws-java-sdk-v2.version)")
-    return [f"org.apache.hadoop:hadoop-aws:{hadoop}", f"software.amazon.awssdk:s3:{sdk}",
-            f"software.amazon.awssdk:s3-transfer-manager:{sdk}"]
-
-
-def connectors_in_spark_home(version: str | None = None, s3a: bool = False) -> bool:
-    """Whether Spark's own jars include the connectors (the streamlet image puts them in
-    $SPARK_HOME/jars when it is built, docker/connectors.py), and with `s3a` hadoop-aws too: then
-    they are on every JVM's class path already, and a session asks for no packages (nothing to
-    download, nothing to resolve)."""
-    v = version or spark_version()
-    names = [f"{coordinate.split(':')[1]}-{v}.jar" for coordinate in connector_packages(v)]
-    if s3a:
-        names.append(f"hadoop-aws-{hadoop_version()}.jar")
-    return all((_spark_jars() / name).is_file() for name in names)
 
 
 def _manifest(s3a: bool = False) -> Path:

@@ -75,7 +75,7 @@ def images(toolchain) -> None:
 def test_streamlet_image_has_python_311_java_17_and_the_projects_spark(images):
     import pyspark
 
-    from streamlets.runtime.spark_session import connector_packages
+    from streamlets.runtime.jars import connector_packages, hadoop_version
 
     script = ('python --version; java -version 2>&1 | head -1; "$SPARK_HOME/bin/spark-submit" --version 2>&1;'
               'python -c "import pyspark; print(\'pyspark\', pyspark.__version__)"; ls "$SPARK_HOME/jars";'
@@ -92,6 +92,10 @@ def test_streamlet_image_has_python_311_java_17_and_the_projects_spark(images):
         assert f"{artifact}-{version}.jar" in jars
     assert {"spark-token-provider-kafka-0-10_2.13-4.2.0.jar", "commons-pool2-2.13.1.jar"} <= jars
     assert any(j.startswith("kafka-clients-") for j in jars)
+    # S3A (checkpoints on S3): hadoop-aws of Spark's Hadoop and the AWS SDK's per-service jars,
+    # never the SDK's all-services bundle (hundreds of MB)
+    assert f"hadoop-aws-{hadoop_version()}.jar" in jars and any(j.startswith("s3-2.") for j in jars), sorted(jars)
+    assert not any(j.startswith("bundle-") for j in jars), sorted(jars)
     assert ".ivy2" not in out  # resolved at build time, Ivy's cache left behind
     assert "usage: streamlets.runner" in out
 

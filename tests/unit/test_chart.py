@@ -160,6 +160,37 @@ def test_operator_environment(default):
     assert (env["STREAMLETS_KAFKA_BOOTSTRAP_SERVERS"], env["STREAMLETS_STORAGE_SIZE"]) == ("kafka:9092", "50Gi")
 
 
+def test_the_charts_object_store_reaches_the_operators_render():
+    """The chart's storage.checkpoints, s3a.* and secretName become the operator's environment,
+    which its render reads (streamlets_operator.render.storage): an application without
+    spec.storage gets its state on S3, no claim, and the Secret by secretKeyRef."""
+    import copy
+
+    from typer.testing import CliRunner
+
+    from blueprint.cli import app as blueprint_cli
+    from streamlets_operator import render as operator_render
+
+    docs = render("storage.checkpoints=s3a://state/prod", "storage.s3a.endpoint=http://minio:9000",
+                  "storage.s3a.pathStyleAccess=true", "storage.secretName=s3-credentials")
+    env = {e["name"]: e.get("value") or "" for e in container(docs)["env"] if "value" in e}
+    built = CliRunner().invoke(blueprint_cli, ["build", str(ROOT / "examples" / "flight-delays" / "blueprint.yaml"),
+                                               "--image", "fd:1", "--kafka", "kafka:9092"])
+    assert built.exit_code == 0, built.output
+    body = yaml.safe_load(built.stdout)
+    body["metadata"].update(namespace="apps", uid="1")
+    for name, mount in (("flights", "source"), ("weather", "source"), ("files", "output")):
+        next(x for x in body["spec"]["streamlets"] if x["name"] == name)["volumeMounts"] = {mount: f"{name}-files"}
+    out = operator_render.render_all(copy.deepcopy(body), env=env)
+    assert out["claim"] is None
+    conf = out["streamlets"]["stats"][1]["spec"]["sparkConf"]
+    assert (conf["spark.hadoop.fs.s3a.endpoint"], conf["spark.hadoop.fs.s3a.path.style.access"]) == ("http://minio:9000", "true")
+    assert out["streamlets"]["stats"][1]["spec"]["executor"]["env"][0]["valueFrom"]["secretKeyRef"]["name"] == "s3-credentials"
+    # the chart's defaults (no object store) keep the claim
+    plain = {e["name"]: e.get("value") or "" for e in container(render())["env"] if "value" in e}
+    assert operator_render.render_all(copy.deepcopy(body), env=plain)["claim"] is not None
+
+
 def test_two_replicas_use_peering(two_replicas):
     assert deployment(two_replicas)["spec"]["replicas"] == 2
     assert f"--peering={FULLNAME}" in container(two_replicas)["command"]

@@ -11,7 +11,7 @@ from blueprint.configcheck import _check_entry, config_entries
 from blueprint.sandbox.localconfig import LocalConfigError, load_settings, load_storage
 from streamlets.runtime.object_store import (ENVIRONMENT_PROVIDER, PROFILE_PROVIDER, ObjectStore, StorageConfigError,
                                              object_store)
-from streamlets.runtime.spark_session import S3A_EXCLUDES, connectors_in_spark_home, hadoop_version, s3a_packages
+from streamlets.runtime.jars import S3A_EXCLUDES, connectors_in_spark_home, hadoop_version, s3a_packages
 
 SECRET = "wJalrXUtnFEMI-not-a-real-key"
 

@@ -454,3 +454,99 @@ def test_a_read_write_once_volume_mount_keeps_its_streamlet_on_one_node(built):
     assert term["labelSelector"]["matchLabels"]["streamlets.io/streamlet"] == "flights"
     assert apps["flights"][1]["spec"]["driver"]["affinity"] == apps["flights"][1]["spec"]["executor"]["affinity"]
     assert "affinity" not in apps["stats"][1]["spec"]["executor"]  # the others run anywhere
+
+
+# --- the state on an object store (spec.storage.checkpoints) ------------------------------------
+
+S3_ROOT = "s3a://streamlets/prod"
+ON_S3 = {"checkpoints": S3_ROOT, "s3a": {"endpoint": "http://minio.storage:9000", "pathStyleAccess": True},
+         "secretRef": {"name": "s3-credentials"}}
+MOUNT_CLAIMS = {"flights": {"source": "flight-files"}, "weather": {"source": "weather-files"},
+                "files": {"output": "stats-files"}}
+
+
+def on_object_store(built, storage=ON_S3):
+    body = copy.deepcopy(built)
+    body["spec"]["storage"] = copy.deepcopy(storage)
+    for name, mounts in MOUNT_CLAIMS.items():  # no checkpoint claim to hold the volume mounts' folders
+        streamlet(body, name)["volumeMounts"] = dict(mounts)
+    return body
+
+
+def test_state_on_an_object_store_has_no_claim_and_s3a_roots(built):
+    body = on_object_store(built)
+    out = render.render_all(body, env={"STREAMLETS_STORAGE_ACCESS_MODE": "ReadWriteOnce"})
+    assert out["claim"] is None
+    secret, sa = out["streamlets"]["stats"]
+    cfg = StreamletRunConfig.model_validate_json(base64.b64decode(secret["data"]["run.json"]))
+    assert cfg.checkpoint_root == f"{S3_ROOT}/checkpoints/flight-delays/stats"
+    assert (cfg.savepoint_root, cfg.state_dump_root) == (f"{S3_ROOT}/savepoints", f"{S3_ROOT}/dumps")
+    spec = sa["spec"]
+    assert all(v.get("persistentVolumeClaim", {}).get("claimName") != "flight-delays-checkpoints" for v in spec["volumes"])
+    for pod in ("driver", "executor"):
+        assert not any(m["mountPath"] == "/checkpoints" for m in spec[pod]["volumeMounts"])
+        assert "affinity" not in spec[pod]  # no ReadWriteOnce claim: the pods go to any node
+        # the credentials by secretKeyRef: the resource names the Secret, never a key's value
+        assert spec[pod]["env"] == [
+            {"name": "AWS_ACCESS_KEY_ID", "valueFrom": {"secretKeyRef": {"name": "s3-credentials", "key": "AWS_ACCESS_KEY_ID"}}},
+            {"name": "AWS_SECRET_ACCESS_KEY",
+             "valueFrom": {"secretKeyRef": {"name": "s3-credentials", "key": "AWS_SECRET_ACCESS_KEY"}}}]
+    conf = spec["sparkConf"]
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://minio.storage:9000"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert conf["spark.hadoop.fs.s3a.aws.credentials.provider"].endswith("EnvironmentVariableCredentialsProvider")
+    # the files egress's own claim is mounted where its descriptor says
+    files = out["streamlets"]["files"][1]["spec"]
+    claims = {v["persistentVolumeClaim"]["claimName"] for v in files["volumes"] if "persistentVolumeClaim" in v}
+    assert claims == {"stats-files"}
+
+
+def test_the_streamlets_own_spark_settings_win_over_the_stores(built):
+    body = on_object_store(built)
+    streamlet(body, "stats")["sparkConf"] = {"spark.hadoop.fs.s3a.connection.maximum": "200",
+                                             "spark.hadoop.fs.s3a.endpoint.region": "eu-west-1"}
+    conf = render.render_all(body, env={})["streamlets"]["stats"][1]["spec"]["sparkConf"]
+    assert (conf["spark.hadoop.fs.s3a.connection.maximum"], conf["spark.hadoop.fs.s3a.endpoint.region"]) == ("200", "eu-west-1")
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda st, b: st.pop("secretRef"), ["secretRef.name", "AWS_ACCESS_KEY_ID"]),
+    (lambda st, b: st.update(size="5Gi"), ["size", "checkpoint claim", "one or the other"]),
+    (lambda st, b: streamlet(b, "files").pop("volumeMounts"), ["'files'", "'output'", "no claim of its own",
+                                                               "streamlets.files.volume-mounts.output"]),
+])
+def test_an_object_store_spec_that_cannot_work_is_refused_with_the_fix(built, change, words):
+    body = on_object_store(built)
+    change(body["spec"]["storage"], body)
+    with pytest.raises(render.SpecError) as e:
+        render.render_all(body, env={})
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_an_s3a_uri_that_is_not_one_is_refused_by_the_schema(built):
+    body = on_object_store(built, {**ON_S3, "checkpoints": "s3://streamlets/prod"})
+    assert any("spec.storage.checkpoints" in p for p in render.validate(body["spec"], env={}))
+
+
+def test_the_operators_object_store_default_applies_to_a_spec_without_storage(built):
+    env = {"STREAMLETS_STORAGE_CHECKPOINTS": S3_ROOT, "STREAMLETS_STORAGE_S3A_ENDPOINT": "https://s3.internal",
+           "STREAMLETS_STORAGE_S3A_PATH_STYLE": "true", "STREAMLETS_STORAGE_S3A_REGION": "eu-central-1",
+           "STREAMLETS_STORAGE_SECRET": "state-store"}
+    body = on_object_store(built, {})
+    body["spec"].pop("storage")
+    out = render.render_all(body, env=env)
+    assert out["claim"] is None
+    secret, sa = out["streamlets"]["enrich"]
+    assert json.loads(base64.b64decode(secret["data"]["run.json"]))["checkpoint_root"] == \
+        f"{S3_ROOT}/checkpoints/flight-delays/enrich"
+    conf = sa["spec"]["sparkConf"]
+    assert (conf["spark.hadoop.fs.s3a.endpoint"], conf["spark.hadoop.fs.s3a.endpoint.region"],
+            conf["spark.hadoop.fs.s3a.connection.ssl.enabled"]) == ("https://s3.internal", "eu-central-1", "true")
+    assert sa["spec"]["driver"]["env"][1]["valueFrom"]["secretKeyRef"]["name"] == "state-store"
+    # a spec that asks for a claim keeps one; the default's Secret missing is refused
+    claimed = copy.deepcopy(body)
+    claimed["spec"]["storage"] = {"accessMode": "ReadWriteMany"}
+    assert render.render_all(claimed, env=env)["claim"]["spec"]["accessModes"] == ["ReadWriteMany"]
+    with pytest.raises(render.SpecError, match="secretRef"):
+        render.render_all(body, env={k: v for k, v in env.items() if k != "STREAMLETS_STORAGE_SECRET"})

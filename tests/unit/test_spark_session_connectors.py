@@ -1,7 +1,7 @@
 """Where a session's Kafka and Avro connectors come from: among Spark's own jars in the streamlet
 image ($SPARK_HOME/jars, docker/connectors.py), else resolved by Spark into the cache."""
 
-from streamlets.runtime.spark_session import connector_packages, connectors_in_spark_home
+from streamlets.runtime.jars import connector_packages, connectors_in_spark_home
 
 
 def test_connectors_in_spark_home(tmp_path, monkeypatch):
