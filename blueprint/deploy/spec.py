@@ -119,11 +119,45 @@ class TopicDefaults(SpecModel):
     replication_factor: int | None = Field(default=None, ge=1)
 
 
+class SecretKeyRef(SpecModel):
+    """A key of a Secret in the application's namespace (Kubernetes' SecretKeySelector)."""
+
+    name: str = Field(description="the Secret's name", max_length=253, pattern=DNS_SUBDOMAIN)
+    key: str = Field(description="the key in its data", max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")
+
+
+class KafkaSecuritySpec(SpecModel):
+    """How every client reaches the Kafka cluster (streamlets.kafka_security.KafkaSecurity, whose
+    rules it follows): each secret is a key of a Secret, which the operator mounts as a file in the
+    drivers and executors and reads for its own clients; no secret value is in the resource."""
+
+    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        default="PLAINTEXT", description="Kafka security.protocol")
+    verify_hostname: bool | None = Field(default=None, description="the broker certificate must name the host dialled "
+                                         "(ssl.endpoint.identification.algorithm https; default true)")
+    ca: SecretKeyRef | None = Field(default=None, description="PEM of the CA(s) that signed the brokers' certificates "
+                                    "(e.g. Strimzi's <cluster>-cluster-ca-cert, key ca.crt); unset: the JVM's and the "
+                                    "system's trusted CAs")
+    certificate: SecretKeyRef | None = Field(default=None, description="the client certificate (PEM), mutual TLS "
+                                             "(e.g. Strimzi's KafkaUser Secret, key user.crt)")
+    key: SecretKeyRef | None = Field(default=None, description="the client's PKCS#8 private key (PEM), mutual TLS "
+                                     "(key user.key)")
+    key_password: SecretKeyRef | None = Field(default=None, description="the private key's password, if encrypted")
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
+        default=None, description="SASL mechanism (SASL_* protocols)")
+    username: str | None = Field(default=None, description="SASL user name", min_length=1, max_length=253)
+    password: SecretKeyRef | None = Field(default=None, description="the SASL password (e.g. Strimzi's KafkaUser "
+                                          "Secret, key password)")
+
+
 class KafkaSpec(SpecModel):
     bootstrap_servers: str = Field(description="Kafka bootstrap.servers, host:port[,host:port...]",
                                    pattern=BOOTSTRAP_SERVERS)
     topic_defaults: TopicDefaults | None = Field(default=None, description="for topics that set no partitions or "
                                                  "replication factor")
+    security: KafkaSecuritySpec | None = Field(default=None, description="TLS, mutual TLS or SASL, secrets from "
+                                               "Secrets; unset: the operator's default (the chart's kafka.security), "
+                                               "else PLAINTEXT")
 
 
 S3A_URI = r"^s3a://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$"

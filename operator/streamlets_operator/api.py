@@ -33,10 +33,11 @@ from blueprint.ops.deadletters import recent_dead_letters
 from blueprint.ops.figures import RateTracker, Sample, fill, parse_text
 from blueprint.ops.model import (ApplicationSummary, ApplicationView, CommandRequest, CommandResultView, DeadLetterView,
                                  SavepointView, StreamletView, TopicView, Verb)
+from streamlets.kafka_security import KafkaConnection
 from streamlets.runtime.runconfig import METRICS_PATH, METRICS_PORT, METRICS_PORT_NAME, port_setting
 from streamlets.runtime.system_topics import dead_letter_topic
 
-from . import commands, kube, metrics, render
+from . import commands, kafka, kube, metrics, render
 
 log = logging.getLogger("streamlets.operator.api")
 
@@ -318,7 +319,14 @@ class OperatorBackend:
         $STREAMLETS_KAFKA_BOOTSTRAP_SERVERS; [] when neither is known). Raises NotFound as application()
         does."""
         spec = _spec(self._read(namespace, name))
-        bootstrap = spec.kafka.bootstrap_servers if spec else os.environ.get("STREAMLETS_KAFKA_BOOTSTRAP_SERVERS")
+        bootstrap: str | KafkaConnection | None
+        if spec is None:
+            bootstrap = os.environ.get("STREAMLETS_KAFKA_BOOTSTRAP_SERVERS")
+        else:
+            try:  # with spec.kafka.security's secrets (the application's status says when one is missing)
+                bootstrap = kafka.connection(spec, namespace)
+            except kafka.KafkaSecretError:
+                return []
         if not bootstrap:
             return []
         return recent_dead_letters(bootstrap, _dead_letter_topic(spec, name), limit)

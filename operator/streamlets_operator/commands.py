@@ -17,6 +17,7 @@ from typing import Any
 from blueprint.deploy.crd import REQUEST_ANNOTATION  # noqa: F401  (the CRD contract's one home)
 from blueprint.deploy.spec import ApplicationSpec
 from streamlets.errors import StreamletError
+from streamlets.kafka_security import KafkaConnection
 
 from .render import typed
 
@@ -54,23 +55,26 @@ def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def send(spec: dict[str, Any] | ApplicationSpec, request: dict[str, Any], timeout: float = TIMEOUT, source: str = "request") -> list[dict[str, Any]]:
+def send(spec: dict[str, Any] | ApplicationSpec, request: dict[str, Any], timeout: float = TIMEOUT, source: str = "request",
+         kafka: str | KafkaConnection | None = None) -> list[dict[str, Any]]:
     """Send one command and wait for a result from each targeted streamlet (see send_all)."""
-    return send_all(spec, [request], timeout, source)
+    return send_all(spec, [request], timeout, source, kafka)
 
 
 def send_all(spec: dict[str, Any] | ApplicationSpec, requests: list[dict[str, Any]], timeout: float = TIMEOUT,
-             source: str = "request") -> list[dict[str, Any]]:
+             source: str = "request", kafka: str | KafkaConnection | None = None) -> list[dict[str, Any]]:
     """Send the commands at once and wait, together, for a result from each targeted streamlet;
     returns status entries, `no-answer` for a streamlet that did not answer within `timeout`
     seconds (not running). Raises RequestError for a target the application does not have.
-    `source` (request, periodic, upgrade) labels the operator's metrics. The spec is read as its
+    `source` (request, periodic, upgrade) labels the operator's metrics; `kafka`: how to reach the
+    application's Kafka (streamlets_operator.kafka.connection; default its bootstrap servers in
+    PLAINTEXT). The spec is read as its
     model (blueprint.deploy.spec): pydantic's ValidationError for one that is not valid."""
     from streamlets.runtime.control import Command, collect_results, results_consumer, send_command
 
     from . import metrics
     app = typed(spec)
-    bootstrap, app_id = app.kafka.bootstrap_servers, app.app_id
+    bootstrap, app_id = kafka or app.kafka.bootstrap_servers, app.app_id
     names = [s.name for s in app.streamlets]
     waiting: dict[str, tuple[Command, set[str]]] = {}
     for request in requests:

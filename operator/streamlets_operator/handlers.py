@@ -21,9 +21,10 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from . import commands, kube, metrics, render, status, topics
+from . import commands, kafka, kube, metrics, render, status, topics
 from blueprint.deploy.crd import GROUP, PLURAL, VERSION
 from blueprint.deploy.spec import ApplicationSpec
+from streamlets.kafka_security import KafkaConnection
 
 STATUS_INTERVAL = float(os.environ.get("STREAMLETS_STATUS_INTERVAL", "30"))
 KAFKA_TIMEOUT = float(os.environ.get("STREAMLETS_KAFKA_TIMEOUT", "15"))
@@ -121,7 +122,7 @@ def _reconcile(app: dict[str, Any], patch: kopf.Patch, logger: logging.Logger) -
 
     spec = render.typed(app["spec"])  # valid: validate() found nothing
     try:
-        topic_states = topics.ensure_topics(spec.kafka.bootstrap_servers, topics.desired_topics(spec),
+        topic_states = topics.ensure_topics(_kafka(app, spec), topics.desired_topics(spec),
                                             timeout=KAFKA_TIMEOUT)
     except topics.TopicError as e:
         patch.status.update(status.transient_status(app, "TopicsReady", "KafkaError", str(e)))
@@ -174,6 +175,16 @@ def _reconcile(app: dict[str, Any], patch: kopf.Patch, logger: logging.Logger) -
     patch.status.update(status.deployed_status(app, spark_apps, topics=topic_states))
 
 
+def _kafka(app: dict[str, Any], spec: ApplicationSpec) -> KafkaConnection:
+    """The application's Kafka as the operator's clients reach it (streamlets_operator.kafka: the
+    secrets spec.kafka.security names, read from their Secrets). A Secret or key that is missing is
+    a topics.TopicError: reported on TopicsReady and retried, like an unreachable broker."""
+    try:
+        return kafka.connection(spec, app["metadata"]["namespace"])
+    except kafka.KafkaSecretError as e:
+        raise topics.TopicError(str(e)) from None
+
+
 def _claim_modes(app: dict[str, Any], spec) -> list[str] | None:
     """The access modes of the application's checkpoint claim as it exists in the cluster (None: not
     yet, or no claim: the state is on an object store)."""
@@ -205,7 +216,7 @@ def _savepoint_before_upgrade(app: dict[str, Any], rendered: dict[str, Any], pat
         entries = commands.send_all(spec, [{"id": f"upgrade-{meta.get('generation')}-{name}", "command": "savepoint",
                                             "target": name, "args": {"reason": reason, "stop": "true"}}
                                            for name in changing],
-                                    timeout=commands.UPGRADE_TIMEOUT, source="upgrade")
+                                    timeout=commands.UPGRADE_TIMEOUT, source="upgrade", kafka=_kafka(app, spec))
     except Exception as e:  # Kafka trouble: the upgrade waits
         raise kopf.TemporaryError(f"savepoint before upgrade: {e}", delay=30) from None
     old = app.get("status") or {}
@@ -241,7 +252,7 @@ def on_command(body: kopf.Body, new: Any, patch: kopf.Patch, logger: logging.Log
     app = plain(body)
     try:
         request = commands.parse_request(new)
-        entries = commands.send(app["spec"], request)
+        entries = commands.send(app["spec"], request, kafka=_kafka(app, render.typed(app["spec"])))
     except Exception as e:  # a bad request or Kafka trouble: said once, never re-sent by a retry
         status.event(app, "CommandRefused", f"{type(e).__name__}: {e}" if not isinstance(e, commands.RequestError)
                      else str(e), warning=True)
@@ -268,7 +279,7 @@ def _periodic_savepoint(app: dict[str, Any], patch: kopf.Patch, logger: logging.
                                ).total_seconds() < every):
         return
     entries = commands.send(spec, {"id": f"periodic-{uuid.uuid4().hex[:8]}", "command": "savepoint", "target": None,
-                                          "args": {"reason": "periodic"}}, source="periodic")
+                                          "args": {"reason": "periodic"}}, source="periodic", kafka=_kafka(app, spec))
     patch.status["lastPeriodicSavepoint"] = commands.now()
     patch.status["commands"] = commands.appended(old, "commands", entries)
     patch.status["savepoints"] = commands.appended(old, "savepoints", commands.savepoint_entries(entries, "periodic"))
@@ -319,7 +330,7 @@ def delete(body: kopf.Body, logger: logging.Logger, **_: Any) -> None:
     if spec is not None and spec.delete_topics_on_delete:
         names = [t.name for t in topics.desired_topics(spec) if t.managed]
         try:
-            topics.delete_topics(spec.kafka.bootstrap_servers, names, timeout=KAFKA_TIMEOUT)
+            topics.delete_topics(_kafka(app, spec), names, timeout=KAFKA_TIMEOUT)
         except topics.TopicError as e:
             raise kopf.TemporaryError(str(e), delay=10) from None
         logger.info("deleted topics %s", ", ".join(names))

@@ -27,8 +27,9 @@ from streamlets.runtime.layout import StateLayout
 from streamlets.runtime.object_store import ACCESS_KEY_ENV, SECRET_KEY_ENV, ObjectStore
 from streamlets.runtime.runconfig import METRICS_PORT, METRICS_PORT_NAME, StreamletRunConfig, scrape_annotations
 from streamlets.errors import StreamletError
-from blueprint.deploy.spec import (ApplicationSpec, PodResources, S3ASpec, SavepointsSpec, StorageSecretRef, StorageSpec,
-                                   StreamletSpec)
+from blueprint.deploy.spec import (ApplicationSpec, KafkaSecuritySpec, PodResources, S3ASpec, SavepointsSpec, SecretKeyRef,
+                                   StorageSecretRef, StorageSpec, StreamletSpec)
+from streamlets.kafka_security import KafkaSecurity
 from pydantic import ValidationError
 
 SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
@@ -172,6 +173,68 @@ def storage_problems(spec: ApplicationSpec, env: dict[str, str] | Any = None) ->
                                 f"(streamlets.{s.name}.volume-mounts.{m['name']} in the deploy config, "
                                 "spec.streamlets[].volumeMounts)")
     return problems
+
+
+# --- Kafka security (spec.kafka.security) --------------------------------------------------------
+
+KAFKA_SECRETS_DIR = "/etc/streamlets/kafka"  # each Secret spec.kafka.security names: <dir>/<secret>/<key>
+KAFKA_SECURITY_ENV = "STREAMLETS_KAFKA_SECURITY"  # the chart's kafka.security, as JSON in the spec's form
+# KafkaSecuritySpec's secret fields -> KafkaSecurity's file fields
+KAFKA_SECRET_FILES = {"ca": "ca_file", "certificate": "cert_file", "key": "key_file",
+                      "key_password": "key_password_file", "password": "password_file"}
+
+
+def kafka_security_spec(spec: ApplicationSpec, env: dict[str, str] | Any = None) -> KafkaSecuritySpec | None:
+    """spec.kafka.security, else the operator's default ($STREAMLETS_KAFKA_SECURITY, the chart's
+    kafka.security as JSON), else None (PLAINTEXT). pydantic's ValidationError for a default that
+    is not a KafkaSecuritySpec."""
+    env = os.environ if env is None else env
+    if spec.kafka.security is not None:
+        return spec.kafka.security
+    default = env.get(KAFKA_SECURITY_ENV)
+    return KafkaSecuritySpec.model_validate_json(default) if default else None
+
+
+def kafka_secret_refs(security: KafkaSecuritySpec | None) -> dict[str, SecretKeyRef]:
+    """The Secret keys `security` names, by KafkaSecurity file field (ca_file, password_file...)."""
+    if security is None:
+        return {}
+    return {file: ref for name, file in KAFKA_SECRET_FILES.items() if (ref := getattr(security, name)) is not None}
+
+
+def mounted_secret(ref: SecretKeyRef) -> str:
+    """Where a driver or executor finds a Secret's key: KAFKA_SECRETS_DIR/<secret>/<key>."""
+    return f"{KAFKA_SECRETS_DIR}/{ref.name}/{ref.key}"
+
+
+def kafka_security(spec: ApplicationSpec, env: dict[str, str] | Any = None,
+                   path: Any = mounted_secret) -> KafkaSecurity:
+    """The application's KafkaSecurity (streamlets.kafka_security), each secret a file: `path(ref)`,
+    where the pods mount it (mounted_secret) or where the operator wrote it for its own clients
+    (streamlets_operator.kafka). pydantic's ValidationError for an inconsistent combination (the
+    model's rules: SASL settings without a SASL protocol, a certificate without its key...)."""
+    security = kafka_security_spec(spec, env)
+    if security is None:
+        return KafkaSecurity()
+    files = {field: path(ref) for field, ref in kafka_secret_refs(security).items()}
+    return KafkaSecurity(protocol=security.protocol, sasl_mechanism=security.sasl_mechanism,
+                         username=security.username,
+                         verify_hostname=True if security.verify_hostname is None else security.verify_hostname,
+                         **files)
+
+
+def _kafka_volumes(spec: ApplicationSpec, env: dict[str, str] | Any) -> tuple[list[dict], list[dict]]:
+    """(volumes, mounts) of the Secrets spec.kafka.security names: one volume per Secret with the
+    keys used, mounted read-only at KAFKA_SECRETS_DIR/<secret> in the driver and the executors."""
+    keys: dict[str, set[str]] = {}
+    for ref in kafka_secret_refs(kafka_security_spec(spec, env)).values():
+        keys.setdefault(ref.name, set()).add(ref.key)
+    volumes, mounts = [], []
+    for i, (name, used) in enumerate(sorted(keys.items())):
+        volumes.append({"name": f"kafka-secret-{i}",
+                        "secret": {"secretName": name, "items": [{"key": k, "path": k} for k in sorted(used)]}})
+        mounts.append({"name": f"kafka-secret-{i}", "mountPath": f"{KAFKA_SECRETS_DIR}/{name}", "readOnly": True})
+    return volumes, mounts
 
 
 def claim_name(app: str, spec: ApplicationSpec) -> str:
@@ -340,6 +403,10 @@ def validate(spec: dict[str, Any] | ApplicationSpec, env: dict[str, str] | None 
                 problems.append(f"topic {t.id!r}: {ref!r} names no streamlet of the application")
     if not problems:
         problems += storage_problems(app, env)
+        try:
+            kafka_security(app, env)
+        except ValidationError as e:
+            problems += [f"spec.kafka.security: {err['msg'].removeprefix('Value error, ')}" for err in e.errors()]
     if not problems:
         for s in app.streamlets:
             try:
@@ -365,6 +432,7 @@ def run_config(spec: dict[str, Any] | ApplicationSpec, streamlet: dict[str, Any]
         topics=dict(s.port_topics or {}),
         writer_schemas={k: json.loads(v) for k, v in (s.writer_schemas or {}).items()},
         bootstrap_servers=app.kafka.bootstrap_servers,
+        kafka_security=kafka_security(app, env),
         config_parameters=dict(s.config_parameters or {}),
         volume_mounts={m["name"]: m["path"] for m in s.descriptor.get("volume_mounts") or []},
         checkpoint_root=layout.checkpoints(app.app_id, s.name),
@@ -466,6 +534,9 @@ def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any] | S
     pod_annotations = dict(streamlet.annotations or {})
     store = object_store(spec, env)
     volumes, driver_mounts, executor_mounts = _volumes(app, None if store else claim_name(app, spec), streamlet)
+    kafka_volumes, kafka_mounts = _kafka_volumes(spec, env)  # the Kafka client of each JVM reads them
+    volumes, driver_mounts, executor_mounts = (volumes + kafka_volumes, driver_mounts + kafka_mounts,
+                                               executor_mounts + kafka_mounts)
     executors = streamlet.scale.executors
     # the driver is scraped (the streamlet's own annotations win); executors are not: their
     # metrics reach Prometheus through the driver (/metrics/executors/prometheus)

@@ -15,6 +15,7 @@ from typing import Any
 
 from blueprint.deploy.spec import ApplicationSpec
 from streamlets.errors import StreamletError
+from streamlets.kafka_security import KafkaConnection
 from streamlets.runtime.system_topics import DEAD_LETTERS, system_topics
 
 from .render import typed
@@ -58,7 +59,7 @@ def desired_topics(spec: dict[str, Any] | ApplicationSpec) -> list[Topic]:
     return out
 
 
-def _admin(bootstrap: str, timeout: float):
+def _admin(bootstrap: str | KafkaConnection, timeout: float):
     from confluent_kafka.admin import AdminClient
 
     from streamlets.kafka_logging import client_config
@@ -67,7 +68,7 @@ def _admin(bootstrap: str, timeout: float):
                                       "socket.connection.setup.timeout.ms": int(timeout * 1000)}))
 
 
-def _existing(admin, bootstrap: str, timeout: float) -> dict[str, Any]:
+def _existing(admin, bootstrap: str | KafkaConnection, timeout: float) -> dict[str, Any]:
     from confluent_kafka import KafkaException
 
     try:
@@ -76,9 +77,11 @@ def _existing(admin, bootstrap: str, timeout: float) -> dict[str, Any]:
         raise TopicError(f"cannot list topics at {bootstrap}: {e}") from None
 
 
-def ensure_topics(bootstrap: str, topics: list[Topic], timeout: float = 15) -> list[dict[str, Any]]:
+def ensure_topics(bootstrap: str | KafkaConnection, topics: list[Topic], timeout: float = 15) -> list[dict[str, Any]]:
     """Create the missing managed topics; returns one status entry per topic
-    ({id, name, partitions, state: Created|Exists|Missing}). Raises TopicError if Kafka fails."""
+    ({id, name, partitions, state: Created|Exists|Missing}). `bootstrap`: the bootstrap servers, or
+    the connection with its security (streamlets_operator.kafka.connection). Raises TopicError if
+    Kafka fails or refuses the client."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import NewTopic
 
@@ -124,7 +127,7 @@ def ensure_topics(bootstrap: str, topics: list[Topic], timeout: float = 15) -> l
     return out
 
 
-def delete_topics(bootstrap: str, names: list[str], timeout: float = 15) -> None:
+def delete_topics(bootstrap: str | KafkaConnection, names: list[str], timeout: float = 15) -> None:
     """Delete the topics that exist among `names`. Raises TopicError if Kafka fails."""
     from confluent_kafka import KafkaError, KafkaException
 

@@ -550,3 +550,55 @@ def test_the_operators_object_store_default_applies_to_a_spec_without_storage(bu
     assert render.render_all(claimed, env=env)["claim"]["spec"]["accessModes"] == ["ReadWriteMany"]
     with pytest.raises(render.SpecError, match="secretRef"):
         render.render_all(body, env={k: v for k, v in env.items() if k != "STREAMLETS_STORAGE_SECRET"})
+
+
+# --- Kafka security (spec.kafka.security) -------------------------------------------------------
+
+MTLS = {"protocol": "SSL", "ca": {"name": "cluster-ca", "key": "ca.crt"}, "certificate": {"name": "app-user", "key": "user.crt"},
+        "key": {"name": "app-user", "key": "user.key"}}
+
+
+def test_kafka_secrets_are_mounted_files_the_run_config_names(built):
+    body = copy.deepcopy(built)
+    body["spec"]["kafka"]["security"] = MTLS
+    secret, sa = render.render_all(body, env={})["streamlets"]["stats"]
+    cfg = StreamletRunConfig.model_validate_json(base64.b64decode(secret["data"]["run.json"]))
+    assert (cfg.kafka_security.protocol, cfg.kafka_security.ca_file, cfg.kafka_security.cert_file,
+            cfg.kafka_security.key_file) == ("SSL", "/etc/streamlets/kafka/cluster-ca/ca.crt",
+                                             "/etc/streamlets/kafka/app-user/user.crt", "/etc/streamlets/kafka/app-user/user.key")
+    assert cfg.kafka_security.verify_hostname is True
+    spec = sa["spec"]
+    secret_volumes = {v["secret"]["secretName"]: v for v in spec["volumes"] if "secret" in v and
+                      v["secret"]["secretName"] in ("cluster-ca", "app-user")}
+    assert secret_volumes["app-user"]["secret"]["items"] == [{"key": "user.crt", "path": "user.crt"},
+                                                            {"key": "user.key", "path": "user.key"}]
+    for pod in ("driver", "executor"):  # Spark's Kafka source and sink read them in both JVMs
+        paths = {m["mountPath"]: m["name"] for m in spec[pod]["volumeMounts"]}
+        for name, volume in secret_volumes.items():
+            assert paths[f"/etc/streamlets/kafka/{name}"] == volume["name"]
+
+
+def test_the_charts_kafka_security_applies_to_a_spec_without_one(built):
+    default = {"protocol": "SASL_SSL", "saslMechanism": "SCRAM-SHA-512", "username": "streamlets",
+               "password": {"name": "kafka-user", "key": "password"}}
+    secret, _ = render.render_all(copy.deepcopy(built), env={"STREAMLETS_KAFKA_SECURITY": json.dumps(default)})["streamlets"]["flights"]
+    cfg = StreamletRunConfig.model_validate_json(base64.b64decode(secret["data"]["run.json"]))
+    assert (cfg.kafka_security.sasl_mechanism, cfg.kafka_security.password_file) == (
+        "SCRAM-SHA-512", "/etc/streamlets/kafka/kafka-user/password")
+    own = copy.deepcopy(built)
+    own["spec"]["kafka"]["security"] = {"protocol": "PLAINTEXT"}  # the spec's own wins
+    secret, _ = render.render_all(own, env={"STREAMLETS_KAFKA_SECURITY": json.dumps(default)})["streamlets"]["flights"]
+    assert StreamletRunConfig.model_validate_json(base64.b64decode(secret["data"]["run.json"])).kafka_security.protocol == "PLAINTEXT"
+
+
+@pytest.mark.parametrize("security, words", [
+    ({"protocol": "SASL_SSL", "saslMechanism": "PLAIN", "username": "u"}, ["SASL_SSL needs", "password"]),
+    ({"protocol": "SSL", "certificate": {"name": "u", "key": "user.crt"}}, ["cert-file and key-file go together"]),
+    ({"protocol": "PLAINTEXT", "ca": {"name": "c", "key": "ca.crt"}}, ["ca-file", "SSL or SASL_SSL"]),
+])
+def test_an_inconsistent_kafka_security_is_refused(built, security, words):
+    body = copy.deepcopy(built)
+    body["spec"]["kafka"]["security"] = security
+    problems = " ".join(render.validate(body["spec"], env={}))
+    for w in words:
+        assert w in problems and "spec.kafka.security" in problems, problems
