@@ -9,8 +9,11 @@ output with the batch computation (flight_delays.reference) for the months fed s
      `kubectl streamlets status` shows every driver RUNNING with its executor;
   2. a driver pod deleted mid-run: the Spark Operator starts it again, it resumes from its
      checkpoints, and January and February equal the batch computation;
-  3. `kubectl streamlets savepoint`, then an upgrade to a new image tag with upgradeMode
-     savepoint: a savepoint is taken before the new pods start, which continue with March;
+  3. `kubectl streamlets savepoint`, then an upgrade to version 2 (blueprint-v2.yaml: `enrich`
+     gains a second flights inlet, fed by a new ingress `more-flights`) on a new image tag with
+     upgradeMode savepoint: each changed streamlet stops with a savepoint before its new pods
+     start, which continue from it; March's flights arrive on the new inlet only, and every
+     window of the three months equals the batch computation (none lost or doubled);
   4. `kubectl streamlets undeploy` leaves no pod.
 """
 
@@ -39,6 +42,7 @@ APP = "flight-delays"
 EXAMPLE = REPO / "examples" / "flight-delays"
 CLAIM = f"{APP}-checkpoints"
 STREAMLETS = ("flights", "weather", "enrich", "stats", "files")
+STREAMLETS_V2 = (*STREAMLETS, "more-flights")  # blueprint-v2.yaml
 DATA_POD = "flight-data"
 LABEL_APP = "streamlets.io/app"
 # Seconds. Ten JVMs start on two cores: a driver is up in one to three minutes.
@@ -93,17 +97,17 @@ class Deployment:
     def exec(self, script: str) -> str:
         return self.kubectl("exec", "-n", APPS, DATA_POD, "--", "sh", "-c", script, timeout=300)
 
-    def feed(self, month: int) -> None:
-        """The month's weather, then its flights, into the ingresses' volume folders: copied to a
-        staging folder of the claim, then renamed into place (a stream never sees half a file),
-        with prepare.py's modification times."""
+    def feed(self, month: int, flights: str = "flights") -> None:
+        """The month's weather, then its flights, into the ingresses' volume folders (`flights`:
+        the ingress that takes the flights): copied to a staging folder of the claim, then renamed
+        into place (a stream never sees half a file), with prepare.py's modification times."""
         local = self.tmp / "data"
         prepare(local, [month])
-        for feed in ("weather", "flights"):
+        for feed, ingress in (("weather", "weather"), ("flights", flights)):
             path = drop_file(local, feed, month)
             self.exec("mkdir -p /data/staging")
             self.kubectl("cp", str(path), f"{APPS}/{DATA_POD}:/data/staging/{path.name}", timeout=300)
-            target = f"/data/volumes/{feed}/source"
+            target = f"/data/volumes/{ingress}/source"
             self.exec(f"mkdir -p {target} && touch -d @{BASE_MTIME + 60 * month} /data/staging/{path.name} "
                       f"&& mv /data/staging/{path.name} {target}/{path.name}")
         self.months.append(month)
@@ -128,16 +132,23 @@ class Deployment:
                    on_timeout=lambda: f"{self.results_differences()}\n{self.report()}")
 
 
-@pytest.fixture(scope="module")
-def deployed(e2e_cluster, e2e_images, streamlets_operator, node_kafka, tmp_path_factory) -> Deployment:
-    d = Deployment(e2e_cluster, node_kafka, tmp_path_factory.mktemp("flight-delays"))
-    built = subprocess.run([sys.executable, "-m", "blueprint.cli", "build", str(EXAMPLE / "blueprint.yaml"),
-                            "--image", e2e_images["app"], "--config", str(EXAMPLE / "cluster.conf"),
-                            "--kafka", node_kafka, "-n", APPS],
-                           capture_output=True, text=True, timeout=300, cwd=EXAMPLE)
+def built_resource(blueprint: str, image: str, kafka: str, *configs: str) -> dict:
+    """`blueprint build <blueprint> --image <image> --config <each config> --kafka ...` of the
+    example, as the StreamletApplication to apply (images pulled never: no registry here)."""
+    args = [a for c in configs for a in ("--config", str(EXAMPLE / c))]
+    built = subprocess.run([sys.executable, "-m", "blueprint.cli", "build", str(EXAMPLE / blueprint), "--image", image,
+                            *args, "--kafka", kafka, "-n", APPS], capture_output=True, text=True, timeout=300,
+                           cwd=EXAMPLE)
     assert built.returncode == 0, built.stderr
     resource = yaml.safe_load(built.stdout)
     resource["spec"]["imagePullPolicy"] = "Never"  # no registry: the images are in containerd
+    return resource
+
+
+@pytest.fixture(scope="module")
+def deployed(e2e_cluster, e2e_images, streamlets_operator, node_kafka, tmp_path_factory) -> Deployment:
+    d = Deployment(e2e_cluster, node_kafka, tmp_path_factory.mktemp("flight-delays"))
+    resource = built_resource("blueprint.yaml", e2e_images["app"], node_kafka, "cluster.conf")
     d.kubectl("apply", "-f", "-", input=yaml.safe_dump(resource))
     d.start_data_pod(e2e_images["app"])
     yield d
@@ -179,33 +190,43 @@ def test_a_deleted_driver_pod_resumes_from_its_checkpoints(deployed):
     d.wait_results("after the stats driver was deleted")
 
 
-def test_savepoint_and_an_upgrade_with_upgrade_mode_savepoint(deployed, e2e_images):
+def test_savepoint_and_an_upgrade_to_version_2_with_upgrade_mode_savepoint(deployed, e2e_images):
     d = deployed
     taken = d.plugin("savepoint", APP)
     assert taken.returncode == 0, taken.stdout + taken.stderr
     assert "ok" in taken.stdout, taken.stdout
-    # A new image tag (the same content: no registry to push to, containerd gets it as `load` does).
+    # Version 2 on a new image tag (the same content: no registry to push to, containerd gets it as
+    # `load` does), built from blueprint-v2.yaml with cluster-v2.conf over cluster.conf and applied
+    # over version 1 with upgradeMode savepoint, as a user would.
     repository, _, tag = e2e_images["app"].rpartition(":")
     new_image = f"{repository}:{tag}-upgrade"
     subprocess.run(["podman", "tag", e2e_images["app"], new_image], check=True, capture_output=True)
     d.cluster.load(new_image)
     before = {n: p["metadata"]["uid"] for n, p in d.running("driver").items()}
-    d.kubectl("patch", "streamletapplication", APP, "-n", APPS, "--type=merge",
-              "-p", json.dumps({"spec": {"image": new_image, "upgradeMode": "savepoint"}}))
+    resource = built_resource("blueprint-v2.yaml", new_image, d.kafka, "cluster.conf", "cluster-v2.conf")
+    resource["spec"]["upgradeMode"] = "savepoint"
+    d.kubectl("apply", "-f", "-", input=yaml.safe_dump(resource))
 
     def upgraded() -> bool:
         drivers = d.running("driver")
-        return set(drivers) == set(STREAMLETS) and all(
+        return set(drivers) == set(STREAMLETS_V2) and all(
             p["metadata"]["uid"] != before.get(n) and p["spec"]["containers"][0]["image"] == new_image
             for n, p in drivers.items())
-    wait_until(upgraded, timeout=START_TIMEOUT, what="every driver upgraded to the new image", interval=5,
+    wait_until(upgraded, timeout=START_TIMEOUT, what="every driver of version 2 running on the new image", interval=5,
                retry_on=POLL_ERRORS, on_timeout=d.report)
     status = json.loads(d.kubectl("get", "streamletapplication", APP, "-n", APPS, "-o", "json"))["status"]
     upgrade_savepoints = [s for s in status.get("savepoints", []) if s.get("reason") == "upgrade"]
-    assert upgrade_savepoints, status.get("savepoints")
+    assert "enrich" in {s["streamlet"] for s in upgrade_savepoints}, status.get("savepoints")
     drivers = d.running("driver")
-    d.feed(3)
-    d.wait_results("after the upgrade")
+    d.feed(3, flights="more-flights")  # March's flights reach enrich through its new inlet only
+    d.wait_results("after the upgrade to version 2")
+    # enrich's checkpoint keys its sources by name, the new inlet's among them
+    (enrich,) = [sp for sp in upgrade_savepoints if sp["streamlet"] == "enrich"]
+    for query in enrich["batchIds"]:
+        folder = f"/data/{APP}/enrich/{query}/offsets"
+        newest = d.exec(f"cat {folder}/$(ls {folder} | grep -E '^[0-9]+$' | sort -n | tail -1)")
+        for source in ("inlet_flights", "inlet_more_flights", "inlet_weather"):
+            assert f"{source}:" in newest, newest
     # Stop-with-savepoint: each streamlet's queries stopped before its savepoint, so no batch ran in
     # the old pods after it: the batch after the savepoint's was planned (offsets/<n+1> written) by
     # the new driver, after it started. The new pods continued from the savepoint.
