@@ -229,12 +229,17 @@ def test_savepoint_and_an_upgrade_to_version_2_with_upgrade_mode_savepoint(deplo
             assert f"{source}:" in newest, newest
     # Stop-with-savepoint: each streamlet's queries stopped before its savepoint, so no batch ran in
     # the old pods after it: the batch after the savepoint's was planned (offsets/<n+1> written) by
-    # the new driver, after it started. The new pods continued from the savepoint.
+    # the new driver, after it started. The new pods continued from the savepoint. `flights` gets no
+    # input after the upgrade (March's flights go to `more-flights`), so it plans no batch at all.
     for sp in upgrade_savepoints:
         started = datetime.fromisoformat(drivers[sp["streamlet"]]["status"]["startTime"].replace("Z", "+00:00"))
         assert sp["batchIds"], sp
         for query, batch in sp["batchIds"].items():
-            planned = d.exec(f"stat -c %Y /data/{APP}/{sp['streamlet']}/{query}/offsets/{batch + 1}")
+            path = f"/data/{APP}/{sp['streamlet']}/{query}/offsets/{batch + 1}"
+            planned = d.exec(f"if [ -e {path} ]; then stat -c %Y {path}; else echo none; fi").strip()
+            if sp["streamlet"] == "flights":
+                assert planned == "none", (sp, query, planned)
+                continue
             assert int(planned) >= int(started.timestamp()), (sp, query, planned, started)
 
 
