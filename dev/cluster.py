@@ -1080,8 +1080,7 @@ class KubeCluster:
 
         with steps("kube-apiserver ready"):
             self._wait("kube-apiserver", self._apiserver_ready, deadline)
-            if len(nodes) > 1:
-                self._register_nodes(nodes)
+            self._register_nodes(nodes, create=len(nodes) > 1)
 
         with steps("kube-controller-manager, kube-scheduler, kubelet, kube-proxy, addons"):
             self._start_controller_manager()
@@ -1100,13 +1099,14 @@ class KubeCluster:
             self._wait("addons", self._addons_available, deadline,
                        also=(*kubelets, *containerds, "kube-proxy", "kube-scheduler", "kube-controller-manager"))
 
-    def _register_nodes(self, nodes: list[Node]) -> None:
-        """Create the Node objects before their kubelets start, each with its pod CIDR
-        (spec.podCIDR, which kube-controller-manager's range allocator then only marks as used):
-        node i always has 10.244.i.0/24, the range its bridge CNI config hands out, whichever
-        kubelet registers first. A kubelet finds its Node there and takes it over (as after a
-        restart). A Node of an earlier run with another range, or of a node not in this
-        cluster any more, is deleted first."""
+    def _register_nodes(self, nodes: list[Node], create: bool) -> None:
+        """Delete the Nodes an earlier run on this state dir left that are not ``nodes`` or have
+        another pod range; then (``create``: several nodes) create the missing Node objects
+        before their kubelets start, each with its pod CIDR (spec.podCIDR, which
+        kube-controller-manager's range allocator then only marks as used): node i always has
+        10.244.i.0/24, the range its bridge CNI config hands out, whichever kubelet registers
+        first. A kubelet finds its Node there and takes it over (as after a restart). One node
+        registers itself as before (the allocator gives the first node 10.244.0.0/24)."""
         wanted = {n.name: n for n in nodes}
         status, body = self.get("/api/v1/nodes")
         if status != 200:
@@ -1114,18 +1114,21 @@ class KubeCluster:
         for item in json.loads(body).get("items", []):
             name = item["metadata"]["name"]
             node = wanted.get(name)
-            if node is not None and item.get("spec", {}).get("podCIDR") == node.pod_cidr:
+            if node is not None and (item.get("spec", {}).get("podCIDR") == node.pod_cidr or not create):
                 wanted.pop(name)
                 continue
             self.out(f"   deleting Node {name} of an earlier run (pod CIDR {item.get('spec', {}).get('podCIDR')})")
             self.kubectl("delete", "node", name, "--wait=true", "--timeout=60s", check=True)
         arch = _go_arch()
-        for node in wanted.values():
+        for node in wanted.values() if create else ():
             labels = {"kubernetes.io/hostname": node.name, "kubernetes.io/os": "linux", "kubernetes.io/arch": arch,
                       "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": arch}
             self.kubectl("create", "-f", "-", check=True, input=json.dumps({
                 "apiVersion": "v1", "kind": "Node", "metadata": {"name": node.name, "labels": labels},
-                "spec": {"podCIDR": node.pod_cidr, "podCIDRs": [node.pod_cidr]}}))
+                # not-ready until its kubelet says Ready (as a kubelet registers itself); the node
+                # lifecycle controller takes the taint off then
+                "spec": {"podCIDR": node.pod_cidr, "podCIDRs": [node.pod_cidr],
+                         "taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]}}))
 
     def _pki_and_kubeconfigs(self) -> None:
         p, ip, node = self.pki, self._ip, self._node
