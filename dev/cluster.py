@@ -1,4 +1,4 @@
-"""A real one-node Kubernetes cluster on this machine, for end-to-end tests (``dev/cluster``).
+"""A real Kubernetes cluster on this machine, one node or several, for end-to-end tests (``dev/cluster``).
 
 Everything is built here by ``dev/k8s-env`` and ``dev/k8s-node-env`` (binaries from the Go module
 proxy, images with buildah from scratch: no registry is reachable) and recorded in
@@ -13,15 +13,17 @@ session, pid files, logs in ``<state>/logs``) that outlive the caller:
 * kube-controller-manager (all default controllers: service-account tokens, root CA publisher,
   PV binder, namespace and garbage collectors, endpoints/endpointslices, node lifecycle, node
   IPAM) and kube-scheduler,
-* containerd with its own config, root, state and socket under ``<state>/containerd`` (cgroupfs,
-  overlayfs, sandbox image ``localhost/streamlets/pause:3.10``, CNI config of our own),
-* kubelet (cgroupfs driver on cgroup v1 with ``failCgroupV1: false``, x509 + webhook
+* per node (``--nodes N``, default 1; see "Several nodes" below) a containerd with its own
+  config, root, state and socket under ``<state>/containerd`` (cgroupfs, overlayfs, sandbox image
+  ``localhost/streamlets/pause:3.10``, CNI config of our own) and a
+  kubelet (cgroupfs driver on cgroup v1 with ``failCgroupV1: false``, x509 + webhook
   authentication and webhook authorization, serving certificate signed by the cluster CA, DNS
   ``10.96.0.10``, a resolv.conf without any nameserver so nothing is asked outside),
 * kube-proxy in nftables mode (iptables mode when ``nft`` is missing), see ``_proxy_mode``,
 * a bridge CNI network ``streamlets0`` (host-local IPAM 10.244.0.0/24, gateway 10.244.0.1, no
-  masquerading) and an nftables guard that drops anything pods would forward out of the uplink,
-* CoreDNS (Deployment + ``kube-dns`` Service, zone cluster.local plus the node's name, no
+  masquerading; node i: ``streamlets<i>``, 10.244.i.0/24) and an nftables guard that drops
+  anything pods would forward out of the uplink,
+* CoreDNS (Deployment + ``kube-dns`` Service, zone cluster.local plus the nodes' names, no
   ``forward``) and rancher's local-path-provisioner with the default StorageClass ``local-path``
   (volumes under ``<state>/local-path``).
 
@@ -33,6 +35,34 @@ sysctls kubelet, kube-proxy and the bridge plugin change (saved by ``up``).
 Only one cluster can run on a machine (one bridge, one set of ports, one /kubepods cgroup): the
 running one is recorded in /run/streamlets-cluster/active, and commands without a state dir use
 it. Needs root.
+
+Several nodes (``dev/cluster up --nodes N``, ``KubeCluster(nodes=N)``; issue 28): one control
+plane and one kube-proxy; each node is a containerd and a kubelet of its own (:class:`Node`: own
+config, root, state and socket, own kubelet root dir, name ``<host>-<i+1>``, client and serving
+certificates, API and healthz ports, ``cgroupRoot`` ``/streamlets-node-<i+1>`` so two kubelets
+never manage the same /kubepods, own bridge ``streamlets<i>`` and pod CIDR ``10.244.<i>.0/24``).
+Two kubelets never share a containerd: a kubelet removes the pod sandboxes it does not know of.
+The Node objects are created before their kubelets start, each with its pod CIDR, so the range
+in the Node's spec is the one its CNI config hands out (kube-controller-manager's allocator then
+marks it used). ``load`` imports an image into every node's containerd; ``down`` cleans every node.
+
+Why the nodes share the host's network namespace (not a namespace each, not podman containers
+as kind does): it is the least machinery that gives what the tests need. All bridges are in the
+host's namespace, so the host routes between them: a pod on node A reaches a pod on node B by
+its own address (no overlay, no NAT, no routes to set up), a Service through the one kube-proxy
+(its rules serve every bridge since they share the netns), and the host (Kafka, MinIO) at the
+node IP as before. The apiserver reaches each kubelet at the node IP on the node's own port
+(``status.daemonEndpoints``). Network namespaces per node would need veth pairs, routes, a
+kube-proxy and nftables rules per namespace and a way for pods to reach the host's node IP; nodes
+as containers (kind) would need a node image with containerd, kubelet and systemd and nested
+cgroups. What sharing costs: all nodes have the same InternalIP; hostNetwork pods and hostPorts
+of two nodes collide (none of our tests use them); kube-proxy knows itself as the first node
+(``internalTrafficPolicy: Local`` sees only its endpoints); every kubelet (its cAdvisor, eviction
+manager) watches the whole machine, and each node reports the machine's full CPU and memory, so
+N nodes schedule N times what the machine has. kubelet keeps its device-plugin socket in
+/var/lib/kubelet whatever its root dir: the kubelets take it from one another, harmless without
+device plugins. The nodes share the machine's file system, so a hostPath or local-path volume
+is the same directory on every node (see README "Checkpoint storage on a cluster of several nodes").
 
 Images: the cluster pulls nothing. containerd runs with an HTTP(S) proxy of 127.0.0.1:9, so a
 pull of an image that was not loaded fails at once instead of reaching out; push podman images
@@ -63,6 +93,8 @@ hierarchy, containerd 1.6.20, runc 1.1.5):
   /var/log/containers: ``down`` removes what is the cluster's there (see HOST_DIRS).
 * ``dev/cluster up`` with warm caches: ~15 s into a new state dir (4 images imported ~4 s), ~7 s
   again on the same one; ``down`` ~4 s. The components take ~700 MB of memory.
+* several nodes in one network namespace: kube-proxy in nftables mode and the guard see traffic
+  between bridges as forwarded; the guard drops only what leaves through the uplink.
 
 This module is standard library only and also a script (``dev/cluster`` runs it), so it can be
 started without the project's virtualenv.
@@ -74,11 +106,13 @@ import argparse
 import base64
 import contextlib
 import ctypes
+import dataclasses
 import errno
 import fcntl
 import json
 import os
 import pathlib
+import platform
 import re
 import shlex
 import shutil
@@ -94,15 +128,20 @@ import urllib.request
 # ------------------------------------------------------------------------------------------------
 # Fixed layout of the cluster (one node)
 
-CLUSTER_CIDR = "10.244.0.0/16"     # kube-controller-manager hands the node a /24 of it
-POD_CIDR = "10.244.0.0/24"         # the node's (and the CNI config's) range
-POD_GATEWAY = "10.244.0.1"         # the bridge's address
+CLUSTER_CIDR = "10.244.0.0/16"
+POD_CIDR_OF_NODE = "10.244.{index}.0/24"    # node i's range (spec.podCIDR and its CNI config)
+POD_GATEWAY_OF_NODE = "10.244.{index}.1"    # node i's bridge address
+BRIDGE_OF_NODE = "streamlets{index}"        # node i's bridge
+POD_CIDR = POD_CIDR_OF_NODE.format(index=0)  # the first node's
 SERVICE_CIDR = "10.96.0.0/16"
 API_SERVICE_IP = "10.96.0.1"       # first address of SERVICE_CIDR: the `kubernetes` Service
 DNS_IP = "10.96.0.10"
 CLUSTER_DOMAIN = "cluster.local"
-BRIDGE = "streamlets0"
-CNI_NETWORK = "streamlets"
+BRIDGE = BRIDGE_OF_NODE.format(index=0)  # the first node's
+CNI_NETWORK = "streamlets"         # the first node's; node i has streamlets-<i+1>
+MAX_NODES = 8                      # memory: each node is a containerd and a kubelet (~150 MB)
+NODE_PORT_STRIDE = 100             # node i's kubelet ports: PORTS[...] + i * NODE_PORT_STRIDE
+NODE_CGROUP_PREFIX = "streamlets-node-"  # node i > 0: cgroupRoot /streamlets-node-<i+1>
 GUARD_TABLE = "streamlets-cluster"  # nft table (family inet) of the egress guard
 STORAGE_CLASS = "local-path"
 
@@ -110,8 +149,8 @@ PORTS = {  # all on the host; etcd, the controller-manager, the scheduler and ku
     "apiserver": 6443, "etcd": 2379, "etcd_peer": 2380, "kubelet": 10250, "kubelet_healthz": 10248,
     "controller_manager": 10257, "scheduler": 10259, "proxy_healthz": 10256, "proxy_metrics": 10249,
 }
-COMPONENTS = ("etcd", "kube-apiserver", "containerd", "kube-controller-manager", "kube-scheduler",
-              "kubelet", "kube-proxy")
+# the processes: KubeCluster.components (etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kube-proxy, and per node a containerd and a kubelet: Node.proc)
 ENV_KEYS = ("kube_apiserver", "kubectl", "etcd", "kubelet", "kube_controller_manager", "kube_scheduler",
             "kube_proxy")
 IMAGE_KEYS = ("pause", "coredns", "local_path_provisioner", "busybox")
@@ -300,7 +339,8 @@ def discover_node_ip() -> tuple[str, str | None]:
     for line in res.stdout.splitlines():
         parts = line.split()
         ifname, addr = parts[1], parts[3].split("/")[0]
-        if ifname != BRIDGE and not ifname.startswith(("cni", "podman", "veth", "docker")):
+        if not re.fullmatch(BRIDGE_OF_NODE.format(index=r"\d+"), ifname) and not ifname.startswith(
+                ("cni", "podman", "veth", "docker")):
             return addr, None
     raise ClusterError("no IPv4 address found for the node (pass --node-ip)")
 
@@ -309,6 +349,112 @@ def node_name() -> str:
     name = socket.gethostname().split(".")[0].lower()
     name = re.sub(r"[^a-z0-9-]", "-", name).strip("-")
     return name or "node"
+
+
+@dataclasses.dataclass(frozen=True)
+class Node:
+    """One worker node: its own containerd and kubelet in the host's network namespace (see
+    "Several nodes" in the module docstring). Node 0 is laid out as the one node of a one-node
+    cluster always was (same names, paths, ports, cgroups); node i > 0 differs in each of these:
+
+    ==================  ==========================================  ================================
+    what                node 0                                      node i > 0
+    ==================  ==========================================  ================================
+    name                the host's (node_name())                    <host>-<i+1>
+    state               <state>/containerd, kubelet, cni, ...       <state>/nodes/<name>/...
+    processes, logs     containerd, kubelet                         containerd-<i+1>, kubelet-<i+1>
+    pod CIDR (spec)     10.244.0.0/24, gateway .1 on streamlets0    10.244.i.0/24 on streamlets<i>
+    CNI network         streamlets                                  streamlets-<i+1>
+    kubelet ports       10250 (API), 10248 (healthz)                + i * NODE_PORT_STRIDE
+    kubelet cgroupRoot  / (pods in /kubepods)                       /streamlets-node-<i+1>
+    ==================  ==========================================  ================================
+    """
+
+    index: int
+    name: str
+    dir: pathlib.Path  # its containerd/, kubelet/, cni/, pod-logs/, run/images.json
+
+    @classmethod
+    def of(cls, state_dir: pathlib.Path, index: int, host: str | None = None) -> "Node":
+        host = host or node_name()
+        if index == 0:
+            return cls(0, host, state_dir)
+        name = f"{host}-{index + 1}"
+        return cls(index, name, state_dir / "nodes" / name)
+
+    @property
+    def suffix(self) -> str:
+        return "" if self.index == 0 else f"-{self.index + 1}"
+
+    def proc(self, component: str) -> str:
+        """Its process name (pid file, log) for "containerd" or "kubelet": kubelet-2."""
+        return component + self.suffix
+
+    @property
+    def pod_cidr(self) -> str:
+        return POD_CIDR_OF_NODE.format(index=self.index)
+
+    @property
+    def gateway(self) -> str:
+        return POD_GATEWAY_OF_NODE.format(index=self.index)
+
+    @property
+    def bridge(self) -> str:
+        return BRIDGE_OF_NODE.format(index=self.index)
+
+    @property
+    def cni_network(self) -> str:
+        return CNI_NETWORK + self.suffix
+
+    @property
+    def kubelet_port(self) -> int:
+        return PORTS["kubelet"] + self.index * NODE_PORT_STRIDE
+
+    @property
+    def healthz_port(self) -> int:
+        return PORTS["kubelet_healthz"] + self.index * NODE_PORT_STRIDE
+
+    @property
+    def cgroup_root(self) -> str:
+        """kubelet's cgroupRoot: its pods go to <cgroupRoot>/kubepods in every hierarchy."""
+        return "/" if self.index == 0 else f"/{NODE_CGROUP_PREFIX}{self.index + 1}"
+
+    @property
+    def kubepods(self) -> str:
+        """The cgroup (relative to a hierarchy's root) holding this node's pods."""
+        return os.path.join(self.cgroup_root, "kubepods").lstrip("/")
+
+    @property
+    def containerd_dir(self) -> pathlib.Path:
+        return self.dir / "containerd"
+
+    @property
+    def containerd_socket(self) -> pathlib.Path:
+        return self.containerd_dir / "containerd.sock"
+
+    @property
+    def kubelet_dir(self) -> pathlib.Path:
+        return self.dir / "kubelet"
+
+    @property
+    def cni_dir(self) -> pathlib.Path:
+        return self.dir / "cni"
+
+    @property
+    def images_record(self) -> pathlib.Path:
+        """{image name: podman image id} of what was imported into its containerd."""
+        return self.dir / "run" / "images.json"
+
+    def describe(self) -> dict:
+        return {"name": self.name, "pod_cidr": self.pod_cidr, "bridge": self.bridge, "cni_network": self.cni_network,
+                "kubelet_port": self.kubelet_port, "cgroup_root": self.cgroup_root,
+                "containerd_socket": str(self.containerd_socket), "dir": str(self.dir)}
+
+
+def _go_arch() -> str:
+    machine = platform.machine().lower()
+    return {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "ppc64le": "ppc64le",
+            "s390x": "s390x"}.get(machine, machine)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -483,7 +629,7 @@ kind: ConfigMap
 metadata: {name: coredns, namespace: kube-system}
 data:
   # No `forward`: nothing outside the cluster is asked. cluster.local (and reverse zones) from
-  # the API; the node's name (the host, e.g. for a Kafka broker there) from `hosts`; any other
+  # the API; the nodes' names (the host, e.g. for a Kafka broker there) from `hosts`; any other
   # name gets SERVFAIL.
   Corefile: |
     $domain:53 in-addr.arpa:53 ip6.arpa:53 {
@@ -504,7 +650,7 @@ data:
     .:53 {
         errors
         hosts {
-            $node_ip $node_name
+            $node_ip $node_names
         }
         cache 30
     }
@@ -701,23 +847,61 @@ data:
 
 
 class KubeCluster:
-    """A one-node cluster whose state lives in ``state_dir`` (see the module docstring).
+    """A cluster of ``nodes`` worker nodes (1 to MAX_NODES) whose state lives in ``state_dir``
+    (see the module docstring).
 
     Layout: ``pki/`` (CA, certificates, service-account key), ``*.kubeconfig`` (``admin.kubeconfig``
     for you), ``etcd/``, ``containerd/`` (config, root with the images, state, socket), ``cni/``
     (network config, IPAM), ``kubelet/``, ``pod-logs/``, ``local-path/`` (volumes), ``logs/``
     (one log per component, ``up.log``), ``run/`` (pid files, saved sysctls, loaded images),
-    ``cluster.json`` (addresses and paths, written when the cluster is up).
+    ``cluster.json`` (addresses and paths, written when the cluster is up), ``nodes.json`` (the
+    number of nodes, written by up: down and status read it). The first node's containerd, cni,
+    kubelet and pod-logs are those of the state dir; node i > 0 has its own under
+    ``nodes/<name>/`` (:class:`Node`).
+
+    ``nodes`` None: as recorded in ``nodes.json`` by the last up, else 1. ClusterError from up
+    when the cluster is up with another number of nodes.
     """
 
     def __init__(self, state_dir: str | os.PathLike | None = None, *, env: dict | None = None,
-                 node_ip: str | None = None, out=_log):
+                 node_ip: str | None = None, nodes: int | None = None, out=_log):
         self.state_dir = pathlib.Path(state_dir or default_state_dir()).absolute()
         self._env = env
         self._node_ip_override = node_ip
+        if nodes is not None and not 1 <= nodes <= MAX_NODES:
+            raise ClusterError(f"nodes must be 1 to {MAX_NODES}, not {nodes}")
+        self._nodes_asked = nodes
         self.out = out
         self.procs = _Procs(self.state_dir / "run", self.state_dir / "logs")
         self.pki = _Pki(self.state_dir / "pki")
+
+    @property
+    def nodes_file(self) -> pathlib.Path:
+        return self.state_dir / "nodes.json"
+
+    def _recorded_nodes(self) -> int | None:
+        try:
+            return int(json.loads(self.nodes_file.read_text())["nodes"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    @property
+    def node_count(self) -> int:
+        return self._nodes_asked or self._recorded_nodes() or 1
+
+    @property
+    def nodes(self) -> list[Node]:
+        """The worker nodes, node 0 first."""
+        host = getattr(self, "_node", None) or node_name()
+        return [Node.of(self.state_dir, i, host) for i in range(self.node_count)]
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        """Every process of the cluster (pid file names): the control plane, kube-proxy, and a
+        containerd and a kubelet per node."""
+        nodes = self.nodes
+        return ("etcd", "kube-apiserver", *(n.proc("containerd") for n in nodes), "kube-controller-manager",
+                "kube-scheduler", *(n.proc("kubelet") for n in nodes), "kube-proxy")
 
     # --------------------------------------------------------------------------------------------
     # Paths and facts
@@ -738,7 +922,8 @@ class KubeCluster:
 
     @property
     def containerd_socket(self) -> pathlib.Path:
-        return self.state_dir / "containerd" / "containerd.sock"
+        """The first node's containerd (each node has its own: Node.containerd_socket)."""
+        return self.nodes[0].containerd_socket
 
     @property
     def local_path_dir(self) -> pathlib.Path:
@@ -768,7 +953,7 @@ class KubeCluster:
     # Lifecycle
 
     def is_up(self) -> bool:
-        return all(self.procs.alive(c) for c in COMPONENTS) and self.info_file.exists()
+        return all(self.procs.alive(c) for c in self.components) and self.info_file.exists()
 
     def up(self, timeout: float = 300, *, watch_pid: int | None = None, watch_purge: bool = False,
            keep_on_failure: bool = False) -> "KubeCluster":
@@ -787,6 +972,11 @@ class KubeCluster:
                                        f"dev/cluster down --state-dir {active}")
                 self.out(f"cleaning up after the cluster of {active} (it died without down)")
                 other._down(steps=None)
+            recorded = self._recorded_nodes() or 1
+            if self._nodes_asked and self._nodes_asked != recorded and KubeCluster(
+                    self.state_dir, env=env, nodes=recorded, out=self.out).any_alive():
+                raise ClusterError(f"the cluster of {self.state_dir} is up with {recorded} node(s), not "
+                                   f"{self._nodes_asked}: dev/cluster down --state-dir {self.state_dir} first")
             if self.is_up():
                 self.out(f"cluster already up (state dir {self.state_dir}, kubeconfig {self.kubeconfig})")
                 if watch_pid:
@@ -799,7 +989,8 @@ class KubeCluster:
             try:
                 if self.any_alive() or (self.state_dir / "run" / "sysctls.json").exists():
                     with steps("clean up what a previous run left (down)"):
-                        self._down(steps=None)
+                        KubeCluster(self.state_dir, env=env, nodes=recorded, out=self.out)._down(steps=None)
+                _write(self.nodes_file, json.dumps({"nodes": self.node_count}) + "\n")
                 _record_active(self.state_dir)
                 self._up(steps, began + timeout)
             except BaseException:
@@ -829,7 +1020,7 @@ class KubeCluster:
             steps.out(f"cluster down in {time.monotonic() - began:.1f} s")
 
     def any_alive(self) -> bool:
-        return any(self.procs.alive(c) for c in (*COMPONENTS, "watch"))
+        return any(self.procs.alive(c) for c in (*self.components, "watch"))
 
     def _tee(self, path: pathlib.Path):
         def out(msg: str) -> None:
@@ -849,10 +1040,14 @@ class KubeCluster:
             uplink = discover_node_ip()[1]
         self._ip, self._uplink, self._node = ip, uplink, node_name()
         self._proxy_mode = _proxy_mode()
-        steps.out(f"   node {self._node}, IP {ip} (uplink {uplink}), state dir {s}")
+        nodes = self.nodes
+        steps.out(f"   node{'s' if len(nodes) > 1 else ''} {', '.join(n.name for n in nodes)}, IP {ip} "
+                  f"(uplink {uplink}), state dir {s}")
 
         with steps("preflight: ports, images in podman"):
-            busy = [f"{name} {port}" for name, port in PORTS.items() if not _port_free(port)]
+            ports = {**PORTS, **{f"{n.proc(k)}": port for n in nodes[1:]
+                                 for k, port in (("kubelet", n.kubelet_port), ("kubelet_healthz", n.healthz_port))}}
+            busy = [f"{name} {port}" for name, port in ports.items() if not _port_free(port)]
             if busy:
                 raise ClusterError(f"ports in use: {', '.join(busy)} (another Kubernetes on this machine?)")
             missing = [img for img in env["images"].values() if not _podman_has(img)]
@@ -873,28 +1068,67 @@ class KubeCluster:
             self._start_etcd()
             self._wait("etcd", lambda: _http_ok(f"http://127.0.0.1:{PORTS['etcd']}/health"), deadline)
 
+        containerds = tuple(n.proc("containerd") for n in nodes)
+        kubelets = tuple(n.proc("kubelet") for n in nodes)
         with steps("kube-apiserver (started), containerd, images into containerd"):
             self._start_apiserver()
-            self._start_containerd()
-            self._wait("containerd", self._containerd_ready, deadline)
-            self._import_images(list(env["images"].values()))
+            for node in nodes:
+                self._start_containerd(node)
+            for node in nodes:
+                self._wait(node.proc("containerd"), lambda node=node: self._containerd_ready(node), deadline)
+            self._import_images(list(env["images"].values()), nodes)
 
         with steps("kube-apiserver ready"):
             self._wait("kube-apiserver", self._apiserver_ready, deadline)
+            self._register_nodes(nodes, create=len(nodes) > 1)
 
         with steps("kube-controller-manager, kube-scheduler, kubelet, kube-proxy, addons"):
             self._start_controller_manager()
             self._start_scheduler()
-            self._start_kubelet()
+            self._kubelet_started = time.time()
+            for node in nodes:
+                self._start_kubelet(node)
             self._start_proxy()
             self._apply_addons()
 
-        with steps("node Ready"):
-            self._wait("kubelet", self._node_ready, deadline, also=("kube-proxy", "kube-controller-manager"))
+        with steps("node Ready" if len(nodes) == 1 else f"{len(nodes)} nodes Ready"):
+            self._wait(kubelets[0], self._node_ready, deadline,
+                       also=(*kubelets[1:], *containerds, "kube-proxy", "kube-controller-manager"))
 
         with steps("CoreDNS and local-path-provisioner available"):
             self._wait("addons", self._addons_available, deadline,
-                       also=("kubelet", "kube-proxy", "kube-scheduler", "kube-controller-manager"))
+                       also=(*kubelets, *containerds, "kube-proxy", "kube-scheduler", "kube-controller-manager"))
+
+    def _register_nodes(self, nodes: list[Node], create: bool) -> None:
+        """Delete the Nodes an earlier run on this state dir left that are not ``nodes`` or have
+        another pod range; then (``create``: several nodes) create the missing Node objects
+        before their kubelets start, each with its pod CIDR (spec.podCIDR, which
+        kube-controller-manager's range allocator then only marks as used): node i always has
+        10.244.i.0/24, the range its bridge CNI config hands out, whichever kubelet registers
+        first. A kubelet finds its Node there and takes it over (as after a restart). One node
+        registers itself as before (the allocator gives the first node 10.244.0.0/24)."""
+        wanted = {n.name: n for n in nodes}
+        status, body = self.get("/api/v1/nodes")
+        if status != 200:
+            raise ClusterError(f"listing nodes: HTTP {status} {body[-300:]!r}")
+        for item in json.loads(body).get("items", []):
+            name = item["metadata"]["name"]
+            node = wanted.get(name)
+            if node is not None and (item.get("spec", {}).get("podCIDR") == node.pod_cidr or not create):
+                wanted.pop(name)
+                continue
+            self.out(f"   deleting Node {name} of an earlier run (pod CIDR {item.get('spec', {}).get('podCIDR')})")
+            self.kubectl("delete", "node", name, "--wait=true", "--timeout=60s", check=True)
+        arch = _go_arch()
+        for node in wanted.values() if create else ():
+            labels = {"kubernetes.io/hostname": node.name, "kubernetes.io/os": "linux", "kubernetes.io/arch": arch,
+                      "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": arch}
+            self.kubectl("create", "-f", "-", check=True, input=json.dumps({
+                "apiVersion": "v1", "kind": "Node", "metadata": {"name": node.name, "labels": labels},
+                # not-ready until its kubelet says Ready (as a kubelet registers itself); the node
+                # lifecycle controller takes the taint off then
+                "spec": {"podCIDR": node.pod_cidr, "podCIDRs": [node.pod_cidr],
+                         "taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]}}))
 
     def _pki_and_kubeconfigs(self) -> None:
         p, ip, node = self.pki, self._ip, self._node
@@ -911,12 +1145,14 @@ class KubeCluster:
         p.cert("controller-manager", "system:kube-controller-manager")
         p.cert("scheduler", "system:kube-scheduler")
         p.cert("kube-proxy", "system:kube-proxy")
-        p.cert("kubelet-client", f"system:node:{node}", orgs=("system:nodes",))
-        p.cert("kubelet-server", node, server=True, client=False, dns=(node, "localhost"), ips=(ip, "127.0.0.1"))
+        for n in self.nodes:  # node 0: kubelet-client, kubelet-server, kubelet.kubeconfig; node 2: ...-2
+            p.cert(f"kubelet-client{n.suffix}", f"system:node:{n.name}", orgs=("system:nodes",))
+            p.cert(f"kubelet-server{n.suffix}", n.name, server=True, client=False, dns=(n.name, "localhost"),
+                   ips=(ip, "127.0.0.1"))
         server = f"https://127.0.0.1:{PORTS['apiserver']}"
         for name, cert, embed in (("admin", "admin", True), ("controller-manager", "controller-manager", False),
                                   ("scheduler", "scheduler", False), ("kube-proxy", "kube-proxy", False),
-                                  ("kubelet", "kubelet-client", False)):
+                                  *((f"kubelet{n.suffix}", f"kubelet-client{n.suffix}", False) for n in self.nodes)):
             self._write_kubeconfig(self.state_dir / f"{name}.kubeconfig", server, cert, embed)
 
     def _write_kubeconfig(self, path: pathlib.Path, server: str, cert: str, embed: bool) -> None:
@@ -997,10 +1233,12 @@ class KubeCluster:
             "--bind-address=127.0.0.1", f"--secure-port={PORTS['scheduler']}", "--leader-elect=false",
             "--profiling=false", "--v=1"])
 
-    def _containerd_config(self) -> str:
-        c = self.state_dir / "containerd"
+    def _containerd_config(self, node: Node) -> str:
+        c = node.containerd_dir
         return f"""\
-# containerd for the streamlets cluster: own root, state, socket; nothing shared with a system containerd
+# containerd of node {node.name} of the streamlets cluster: own root, state, socket; nothing
+# shared with a system containerd nor with the other nodes' (a kubelet removes the pod sandboxes
+# it does not know of: two kubelets must never share a containerd)
 version = 2
 root = "{c / 'root'}"
 state = "{c / 'state'}"
@@ -1010,7 +1248,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                     "io.containerd.internal.v1.tracing"]
 
 [grpc]
-  address = "{self.containerd_socket}"
+  address = "{node.containerd_socket}"
 
 [plugins]
   [plugins."io.containerd.internal.v1.opt"]
@@ -1037,37 +1275,42 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
           Root = "{c / 'runc'}"
     [plugins."io.containerd.grpc.v1.cri".cni]
       bin_dir = "{_cni_bin_dir()}"
-      conf_dir = "{self.state_dir / 'cni' / 'net.d'}"
+      conf_dir = "{node.cni_dir / 'net.d'}"
       max_conf_num = 1
 """
 
-    def _cni_config(self) -> str:
+    def _cni_config(self, node: Node) -> str:
+        """A bridge of the node's own (streamlets<i>) with its pod CIDR. The bridges of all nodes
+        are in the host's network namespace: the host routes between them (ip_forward), so pods
+        of different nodes reach each other by their own addresses, no overlay or NAT."""
         return json.dumps({
-            "cniVersion": "1.0.0", "name": CNI_NETWORK,
+            "cniVersion": "1.0.0", "name": node.cni_network,
             "plugins": [{
-                "type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": False, "hairpinMode": True,
-                "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_CIDR, "gateway": POD_GATEWAY}]],
-                         "routes": [{"dst": "0.0.0.0/0"}], "dataDir": str(self.state_dir / "cni" / "ipam")},
+                "type": "bridge", "bridge": node.bridge, "isGateway": True, "ipMasq": False, "hairpinMode": True,
+                "ipam": {"type": "host-local", "ranges": [[{"subnet": node.pod_cidr, "gateway": node.gateway}]],
+                         "routes": [{"dst": "0.0.0.0/0"}], "dataDir": str(node.cni_dir / "ipam")},
             }],
         }, indent=2) + "\n"
 
-    def _start_containerd(self) -> None:
-        c = self.state_dir / "containerd"
+    def _start_containerd(self, node: Node) -> None:
+        c = node.containerd_dir
         for d in ("root", "state", "opt", "runc"):
             (c / d).mkdir(parents=True, exist_ok=True)
-        _write(self.state_dir / "cni" / "net.d" / "10-streamlets.conflist", self._cni_config())
-        config = _write(c / "config.toml", self._containerd_config())
+        _write(node.cni_dir / "net.d" / "10-streamlets.conflist", self._cni_config(node))
+        config = _write(c / "config.toml", self._containerd_config(node))
         # Pulls go through a proxy that is not there: an image nobody loaded fails at once
         # instead of reaching a registry (loopback registries are never proxied).
         env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
                "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9",
                "NO_PROXY": "localhost,127.0.0.1", "TMPDIR": str(c / "tmp")}
         (c / "tmp").mkdir(exist_ok=True)
-        self.procs.spawn("containerd", ["containerd", f"--config={config}", "--log-level=warn"], env=env)
+        self.procs.spawn(node.proc("containerd"), ["containerd", f"--config={config}", "--log-level=warn"], env=env)
 
-    def _start_kubelet(self) -> None:
-        k, p = self.state_dir / "kubelet", self.pki
+    def _start_kubelet(self, node: Node) -> None:
+        k, p = node.kubelet_dir, self.pki
         k.mkdir(parents=True, exist_ok=True)
+        if node.index > 0:
+            _make_cgroup(node.cgroup_root)
         resolv = _write(k / "resolv.conf", "# no nameserver: pods (dnsPolicy ClusterFirst) get CoreDNS, "
                                            "and nothing outside is ever asked\n")
         try:
@@ -1078,16 +1321,17 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         config = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
             "failCgroupV1": False, "cgroupDriver": "cgroupfs", "failSwapOn": False,
-            "containerRuntimeEndpoint": f"unix://{self.containerd_socket}",
+            "containerRuntimeEndpoint": f"unix://{node.containerd_socket}",
             "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
                                "x509": {"clientCAFile": str(p.path("ca"))}},
             "authorization": {"mode": "Webhook"},
-            "address": self._ip, "port": PORTS["kubelet"], "readOnlyPort": 0,
-            "healthzBindAddress": "127.0.0.1", "healthzPort": PORTS["kubelet_healthz"],
-            "tlsCertFile": str(p.path("kubelet-server")), "tlsPrivateKeyFile": str(p.path("kubelet-server", "key")),
+            "address": self._ip, "port": node.kubelet_port, "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1", "healthzPort": node.healthz_port,
+            "tlsCertFile": str(p.path(f"kubelet-server{node.suffix}")),
+            "tlsPrivateKeyFile": str(p.path(f"kubelet-server{node.suffix}", "key")),
             "rotateCertificates": False, "serverTLSBootstrap": False,
             "clusterDNS": [DNS_IP], "clusterDomain": CLUSTER_DOMAIN, "resolvConf": str(resolv),
-            "podLogsDir": str(self.state_dir / "pod-logs"),
+            "podLogsDir": str(node.dir / "pod-logs"),
             # little reserved: 2 cores and ~10 small Spark pods must fit
             "systemReserved": {"cpu": "50m", "memory": "256Mi"},
             "enforceNodeAllocatable": ["pods"],
@@ -1101,11 +1345,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             "fileCheckFrequency": "20s", "registerNode": True, "protectKernelDefaults": False,
             "logging": {"verbosity": 1},
         }
+        if node.index > 0:  # node 0 keeps the default "/" (pods in /kubepods)
+            config["cgroupRoot"] = node.cgroup_root
         cfg = _write(k / "config.json", json.dumps(config, indent=2) + "\n")
-        self._kubelet_started = time.time()
-        self.procs.spawn("kubelet", [
-            self.env["kubelet"], f"--config={cfg}", f"--kubeconfig={self.state_dir / 'kubelet.kubeconfig'}",
-            f"--root-dir={k / 'root'}", f"--cert-dir={k / 'pki'}", f"--hostname-override={self._node}",
+        self.procs.spawn(node.proc("kubelet"), [
+            self.env["kubelet"], f"--config={cfg}", f"--kubeconfig={self.state_dir / f'kubelet{node.suffix}.kubeconfig'}",
+            f"--root-dir={k / 'root'}", f"--cert-dir={k / 'pki'}", f"--hostname-override={node.name}",
             f"--node-ip={self._ip}", f"--oom-score-adj={_oom_score_adj()}"], cwd=k)
 
     def _start_proxy(self) -> None:
@@ -1127,7 +1372,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     # ---- readiness
 
     def _wait(self, what: str, ready, deadline: float, also: tuple[str, ...] = ()) -> None:
-        names = [n for n in (what, *also) if n in COMPONENTS]
+        components = self.components
+        names = [n for n in (what, *also) if n in components]
         last = None
         while True:
             for name in names:
@@ -1145,8 +1391,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                 raise ClusterError(f"{what} not ready in time (last: {last})\n{logs}")
             time.sleep(0.25)
 
-    def _containerd_ready(self):
-        return self.containerd_socket.exists() and self._ctr("version", check=False).returncode == 0
+    def _containerd_ready(self, node: Node | None = None):
+        node = node or self.nodes[0]
+        return node.containerd_socket.exists() and self._ctr("version", check=False, node=node).returncode == 0
 
     def _apiserver_ready(self):
         status, body = self.get("/readyz")
@@ -1156,16 +1403,22 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         return True if status == 200 else f"namespace default: HTTP {status}"
 
     def _node_ready(self):
-        status, body = self.get(f"/api/v1/nodes/{self._node}")
-        if status != 200:
-            return f"node {self._node}: HTTP {status}"
-        conds = {c["type"]: c for c in json.loads(body).get("status", {}).get("conditions", [])}
-        ready = conds.get("Ready", {})
-        if ready.get("status") != "True":
-            return f"node Ready={ready.get('status')}: {ready.get('message')}"
-        # a node left in etcd by an earlier run is Ready until it times out: this kubelet's heartbeat
-        beat = _utc_seconds(ready.get("lastHeartbeatTime"))
-        return True if beat >= self._kubelet_started - 2 else "node status not yet posted by this kubelet"
+        """True when every node is Ready by a heartbeat of its kubelet of this run."""
+        waiting = []
+        for node in self.nodes:
+            status, body = self.get(f"/api/v1/nodes/{node.name}")
+            if status != 200:
+                waiting.append(f"node {node.name}: HTTP {status}")
+                continue
+            conds = {c["type"]: c for c in json.loads(body).get("status", {}).get("conditions", [])}
+            ready = conds.get("Ready", {})
+            if ready.get("status") != "True":
+                waiting.append(f"node {node.name} Ready={ready.get('status')}: {ready.get('message')}")
+                continue
+            # a node left in etcd by an earlier run is Ready until it times out: this kubelet's heartbeat
+            if _utc_seconds(ready.get("lastHeartbeatTime")) < self._kubelet_started - 2:
+                waiting.append(f"node {node.name}: status not yet posted by this kubelet")
+        return True if not waiting else "; ".join(waiting)
 
     def _addons_available(self):
         """A pod of each addon Ready since this kubelet started (the API may still show the
@@ -1202,7 +1455,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
     def _apply_addons(self) -> None:
         images = self.env["images"]
-        text = ADDONS.substitute(domain=CLUSTER_DOMAIN, node_ip=self._ip, node_name=self._node, dns_ip=DNS_IP,
+        text = ADDONS.substitute(domain=CLUSTER_DOMAIN, node_ip=self._ip, dns_ip=DNS_IP,
+                                 node_names=" ".join(n.name for n in self.nodes),
                                  coredns_image=images["coredns"], lpp_image=images["local_path_provisioner"],
                                  busybox_image=images["busybox"], storage_class=STORAGE_CLASS,
                                  local_path=str(self.local_path_dir))
@@ -1219,68 +1473,128 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
     # ---- images
 
-    def _ctr(self, *args, check=True, timeout=600, input=None):
-        return _run(["ctr", f"--address={self.containerd_socket}", "--namespace=k8s.io", *args],
+    def _ctr(self, *args, check=True, timeout=600, input=None, node: Node | None = None):
+        """ctr against a node's containerd (default the first), namespace k8s.io."""
+        socket_path = (node or self.nodes[0]).containerd_socket
+        return _run(["ctr", f"--address={socket_path}", "--namespace=k8s.io", *args],
                     check=check, timeout=timeout, input=input)
 
-    def _loaded(self) -> dict:
+    def _loaded(self, node: Node | None = None) -> dict:
         try:
-            return json.loads((self.state_dir / "run" / "images.json").read_text())
+            return json.loads((node or self.nodes[0]).images_record.read_text())
         except (OSError, ValueError):
             return {}
 
-    def _import_images(self, images: list[str], force: bool = False, verbose: bool = False) -> list[str]:
-        """podman save | ctr import, for each image not yet in containerd under the same podman
-        image id; returns those imported."""
-        have = set(self._ctr("images", "ls", "-q").stdout.split())
-        loaded = self._loaded()
+    def _import_images(self, images: list[str], nodes: list[Node] | None = None, force: bool = False,
+                       verbose: bool = False) -> list[str]:
+        """podman save | ctr import into each node's containerd (default: every node), for each
+        image not yet there under the same podman image id; returns the images imported (into
+        one node at least). With several nodes to import into, the archive is saved once to a
+        file under run/ and imported from it into each (deleted after)."""
+        nodes = self.nodes if nodes is None else nodes
         done = []
         for given in images:
             image, image_id = _podman_resolve(given)
             if image_id is None:
                 raise ClusterError(f"podman has no image {given} (CONTAINERS_CONF={_containers_conf()})")
-            if not force and image in have and loaded.get(image) == image_id:
-                if verbose:
-                    self.out(f"   {image} already loaded")
+            todo = []
+            for node in nodes:
+                have = set(self._ctr("images", "ls", "-q", node=node).stdout.split())
+                loaded = self._loaded(node)
+                if not force and image in have and loaded.get(image) == image_id:
+                    if verbose:
+                        self.out(f"   {image} already loaded{self._on(node)}")
+                    continue
+                # Another name of the same podman image is in already (a new tag): containerd names
+                # the same content once more instead of reading the whole archive again.
+                twin = None if force else next((n for n, i in loaded.items() if i == image_id and n != image
+                                                and n in have), None)
+                if twin:
+                    began = time.monotonic()
+                    self._ctr("images", "tag", "--force", twin, image, node=node)
+                    self._record_loaded(node, image, image_id)
+                    self.out(f"   {image} tagged as {twin}{self._on(node)} ({time.monotonic() - began:.1f} s)")
+                    continue
+                todo.append(node)
+            if not todo:
                 continue
-            began = time.monotonic()
-            # Another name of the same podman image is in already (a new tag): containerd names
-            # the same content once more instead of reading the whole archive again.
-            twin = None if force else next((n for n, i in loaded.items() if i == image_id and n != image and n in have), None)
-            if twin:
-                self._ctr("images", "tag", "--force", twin, image)
-                loaded[image] = image_id
-                _write(self.state_dir / "run" / "images.json", json.dumps(loaded, indent=2))
-                self.out(f"   {image} tagged as {twin} ({time.monotonic() - began:.1f} s)")
-                done.append(image)
-                continue
-            with open(self.procs.log("load"), "w+b") as err:  # a file: a full stderr pipe would block podman
-                podman = subprocess.Popen(["podman", "save", "--format", "oci-archive", image],
-                                          stdout=subprocess.PIPE, stderr=err, env=_podman_env())
-                assert podman.stdout is not None
-                ctr = subprocess.run(["ctr", f"--address={self.containerd_socket}", "--namespace=k8s.io",
-                                      "images", "import", "--snapshotter=overlayfs", "-"],
-                                     stdin=podman.stdout, capture_output=True, text=True, timeout=1800)
-                podman.stdout.close()
-                podman.wait()
-                err.seek(0)
-                perr = err.read().decode(errors="replace")
-            if podman.returncode != 0 or ctr.returncode != 0:
-                raise ClusterError(f"loading {image} failed: podman save: {podman.returncode} {perr.strip()[-500:]}; "
-                                   f"ctr import: {ctr.returncode} {(ctr.stderr or ctr.stdout).strip()[-500:]}")
-            if image not in set(self._ctr("images", "ls", "-q").stdout.split()):
-                raise ClusterError(f"ctr imported {image} under another name: {ctr.stdout.strip()}")
-            loaded[image] = image_id
-            _write(self.state_dir / "run" / "images.json", json.dumps(loaded, indent=2))
-            self.out(f"   {image} loaded ({time.monotonic() - began:.1f} s)")
             done.append(image)
+            if len(todo) == 1:
+                began = time.monotonic()
+                self._podman_save(image, None, todo[0])
+                self._record_loaded(todo[0], image, image_id)
+                self.out(f"   {image} loaded{self._on(todo[0])} ({time.monotonic() - began:.1f} s)")
+                continue
+            archive = self.state_dir / "run" / "load.oci.tar"
+            try:
+                began = time.monotonic()
+                self._podman_save(image, archive, None)
+                self.out(f"   {image} saved ({time.monotonic() - began:.1f} s)")
+                for node in todo:
+                    began = time.monotonic()
+                    self._ctr_import(image, archive, node)
+                    self._record_loaded(node, image, image_id)
+                    self.out(f"   {image} loaded{self._on(node)} ({time.monotonic() - began:.1f} s)")
+            finally:
+                archive.unlink(missing_ok=True)
         return done
 
+    def _on(self, node: Node) -> str:
+        return f" on {node.name}" if self.node_count > 1 else ""
+
+    def _record_loaded(self, node: Node, image: str, image_id: str) -> None:
+        loaded = self._loaded(node)
+        loaded[image] = image_id
+        _write(node.images_record, json.dumps(loaded, indent=2))
+
+    def _podman_save(self, image: str, archive: pathlib.Path | None, node: Node | None) -> None:
+        """podman save of ``image`` (oci-archive) into ``archive``, or straight into ``node``'s
+        containerd (a pipe to ctr import)."""
+        with open(self.procs.log("load"), "w+b") as err:  # a file: a full stderr pipe would block podman
+            argv = ["podman", "save", "--format", "oci-archive", image]
+            if archive is not None:
+                archive.parent.mkdir(parents=True, exist_ok=True)
+                archive.unlink(missing_ok=True)
+                rc = subprocess.run([*argv, "--output", str(archive)], stdout=subprocess.DEVNULL, stderr=err,
+                                    env=_podman_env(), timeout=1800).returncode
+                ctr = None
+            else:
+                assert node is not None
+                saving = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, env=_podman_env())
+                assert saving.stdout is not None
+                ctr = subprocess.run(["ctr", f"--address={node.containerd_socket}", "--namespace=k8s.io",
+                                      "images", "import", "--snapshotter=overlayfs", "-"],
+                                     stdin=saving.stdout, capture_output=True, text=True, timeout=1800)
+                saving.stdout.close()
+                rc = saving.wait()
+            err.seek(0)
+            perr = err.read().decode(errors="replace")
+        if rc != 0 or (ctr is not None and ctr.returncode != 0):
+            raise ClusterError(f"loading {image} failed: podman save: {rc} {perr.strip()[-500:]}"
+                               + (f"; ctr import: {ctr.returncode} {(ctr.stderr or ctr.stdout).strip()[-500:]}"
+                                  if ctr is not None else ""))
+        if node is not None:
+            self._check_imported(image, node, ctr.stdout if ctr is not None else "")
+
+    def _ctr_import(self, image: str, archive: pathlib.Path, node: Node) -> None:
+        res = self._ctr("images", "import", "--snapshotter=overlayfs", str(archive), node=node, timeout=1800,
+                        check=False)
+        if res.returncode != 0:
+            raise ClusterError(f"loading {image}{self._on(node)} failed: ctr import: {res.returncode} "
+                               f"{(res.stderr or res.stdout).strip()[-500:]}")
+        self._check_imported(image, node, res.stdout)
+
+    def _check_imported(self, image: str, node: Node, ctr_out: str) -> None:
+        if image not in set(self._ctr("images", "ls", "-q", node=node).stdout.split()):
+            raise ClusterError(f"ctr imported {image}{self._on(node)} under another name: {ctr_out.strip()}")
+
     def load(self, *images: str, force: bool = False) -> list[str]:
-        """Push podman images (root storage) into the cluster's containerd; an image already
-        loaded with the same podman id is skipped. Returns the images imported."""
-        if not self.procs.alive("containerd") or not self._containerd_ready():
-            raise ClusterError(f"the cluster is not up (state dir {self.state_dir}): dev/cluster up")
+        """Push podman images (root storage) into every node's containerd; an image already
+        loaded there with the same podman id is skipped. Returns the images imported."""
+        for node in self.nodes:
+            if not self.procs.alive(node.proc("containerd")) or not self._containerd_ready(node):
+                raise ClusterError(f"the cluster is not up (state dir {self.state_dir}, {node.proc('containerd')} "
+                                   "not running): dev/cluster up")
         return self._import_images(list(images), force=force, verbose=True)
 
     # ---- network
@@ -1290,13 +1604,14 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         may leave the machine)."""
         if not self._uplink or shutil.which("nft") is None:
             return
+        bridges = ", ".join(f'"{n.bridge}"' for n in self.nodes)
         _run(["nft", "-f", "-"], input=f"""\
 table inet {GUARD_TABLE} {{}}
 delete table inet {GUARD_TABLE}
 table inet {GUARD_TABLE} {{
   chain forward {{
     type filter hook forward priority filter - 10; policy accept;
-    iifname "{BRIDGE}" oifname "{self._uplink}" counter drop
+    iifname {{ {bridges} }} oifname "{self._uplink}" counter drop
   }}
 }}
 """)
@@ -1329,15 +1644,19 @@ table inet {GUARD_TABLE} {{
         watcher = self.procs.pid("watch")
         if watcher is not None and watcher != os.getpid():
             self.procs.stop("watch", timeout=2)
+        nodes = self.nodes
         with step("stop kubelet, kube-proxy, kube-scheduler, kube-controller-manager"):
-            for name in ("kubelet", "kube-proxy", "kube-scheduler", "kube-controller-manager"):
+            for name in (*(n.proc("kubelet") for n in nodes), "kube-proxy", "kube-scheduler",
+                         "kube-controller-manager"):
                 self.procs.stop(name)
         netns = set()
+        self._container_ids: set[str] = set()
         with step("kill the pods, remove their containers, stop containerd"):
             self._kill_pods()
-            netns = self._remove_containers()
-            self.procs.stop("containerd", timeout=10)
-            self._kill_shims()
+            for node in nodes:
+                netns |= self._remove_containers(node)
+                self.procs.stop(node.proc("containerd"), timeout=10)
+                self._kill_shims(node)
         with step("stop kube-apiserver and etcd"):
             self.procs.stop("kube-apiserver")
             self.procs.stop("etcd")
@@ -1345,18 +1664,20 @@ table inet {GUARD_TABLE} {{
             self._unmount_all(netns)
             self._remove_links()
             self._remove_rules()
-            _run(["rm", "-rf", str(self.state_dir / "cni" / "ipam")], check=False)
+            for node in nodes:
+                _run(["rm", "-rf", str(node.cni_dir / "ipam")], check=False)
             self._remove_cgroups()
-            self._clean_host_dirs(getattr(self, "_container_ids", set()))
+            self._clean_host_dirs(self._container_ids)
             self._restore_sysctls()
         self.info_file.unlink(missing_ok=True)
         _clear_active(self.state_dir)
 
     def _kill_pods(self) -> None:
-        """SIGKILL every process in the kubepods cgroups (all pod containers), until none is left."""
+        """SIGKILL every process in the nodes' kubepods cgroups (all pod containers), until none is left."""
         deadline = time.monotonic() + 15
+        tops = [n.kubepods for n in self.nodes]
         while True:
-            pids = _cgroup_pids("kubepods")
+            pids = set().union(*(_cgroup_pids(top) for top in tops))
             if not pids or time.monotonic() > deadline:
                 return
             for pid in pids:
@@ -1364,30 +1685,30 @@ table inet {GUARD_TABLE} {{
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.1)
 
-    def _remove_containers(self) -> set[str]:
-        """With containerd still up: delete every task and container of k8s.io (so a later up
-        starts clean); returns the network namespace paths the pod sandboxes used."""
+    def _remove_containers(self, node: Node) -> set[str]:
+        """With the node's containerd still up: delete every task and container of k8s.io (so a
+        later up starts clean); returns the network namespace paths the pod sandboxes used."""
         netns: set[str] = set()
-        if not self.procs.alive("containerd") or not self.containerd_socket.exists():
+        if not self.procs.alive(node.proc("containerd")) or not node.containerd_socket.exists():
             return netns
-        res = self._ctr("containers", "ls", "-q", check=False, timeout=30)
+        res = self._ctr("containers", "ls", "-q", check=False, timeout=30, node=node)
         ids = res.stdout.split() if res.returncode == 0 else []
         for cid in ids:
-            info = self._ctr("containers", "info", cid, check=False, timeout=30)
+            info = self._ctr("containers", "info", cid, check=False, timeout=30, node=node)
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 spec = json.loads(info.stdout)["Spec"]
                 for ns in spec.get("linux", {}).get("namespaces", []):
                     if ns.get("type") == "network" and ns.get("path"):
                         netns.add(ns["path"])
-            self._ctr("tasks", "kill", "--signal=SIGKILL", cid, check=False, timeout=30)
+            self._ctr("tasks", "kill", "--signal=SIGKILL", cid, check=False, timeout=30, node=node)
         for cid in ids:
-            self._ctr("tasks", "delete", "--force", cid, check=False, timeout=30)
-            self._ctr("containers", "delete", cid, check=False, timeout=30)
-        self._container_ids = set(ids)
+            self._ctr("tasks", "delete", "--force", cid, check=False, timeout=30, node=node)
+            self._ctr("containers", "delete", cid, check=False, timeout=30, node=node)
+        self._container_ids |= set(ids)
         return netns
 
-    def _kill_shims(self) -> None:
-        needle = str(self.containerd_socket).encode()
+    def _kill_shims(self, node: Node) -> None:
+        needle = str(node.containerd_socket).encode()
         for entry in pathlib.Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
@@ -1414,11 +1735,15 @@ table inet {GUARD_TABLE} {{
                 os.unlink(path)
 
     def _remove_links(self) -> None:
-        res = _run(["ip", "-o", "link", "show", "master", BRIDGE], check=False)
-        for line in res.stdout.splitlines():
-            name = line.split(":")[1].strip().split("@")[0]
-            _run(["ip", "link", "delete", name], check=False)
-        _run(["ip", "link", "delete", BRIDGE], check=False)
+        existing = set(_bridges())
+        for bridge in (n.bridge for n in self.nodes):
+            if bridge not in existing:
+                continue
+            res = _run(["ip", "-o", "link", "show", "master", bridge], check=False)
+            for line in res.stdout.splitlines():
+                name = line.split(":")[1].strip().split("@")[0]
+                _run(["ip", "link", "delete", name], check=False)
+            _run(["ip", "link", "delete", bridge], check=False)
 
     def _remove_rules(self) -> None:
         """kube-proxy --cleanup (its nftables tables and iptables chains), the guard, the KUBE-*
@@ -1480,9 +1805,11 @@ table inet {GUARD_TABLE} {{
         saved.unlink(missing_ok=True)
 
     def _remove_cgroups(self) -> None:
+        """The nodes' cgroups in every hierarchy: /kubepods (node 0), /streamlets-node-<i+1>."""
         root = pathlib.Path("/sys/fs/cgroup")
-        for hierarchy in root.iterdir():
-            top = hierarchy / "kubepods"
+        tops = [n.kubepods if n.index == 0 else n.cgroup_root.lstrip("/") for n in self.nodes]
+        for hierarchy, name in ((h, t) for h in root.iterdir() for t in tops):
+            top = hierarchy / name
             if not top.is_dir():
                 continue
             # os.walk, not rglob: pods' cgroups vanish while this walks (rglob raised FileNotFoundError)
@@ -1497,7 +1824,8 @@ table inet {GUARD_TABLE} {{
             values = json.loads(saved.read_text())
         except (OSError, ValueError):
             return
-        other_bridges = [b for b in _bridges() if b != BRIDGE]
+        ours = {n.bridge for n in self.nodes}
+        other_bridges = [b for b in _bridges() if b not in ours]
         for name, value in values.items():
             if name == "net/ipv4/ip_forward" and value == "0" and other_bridges:
                 continue  # podman's networks (cni-podman0, ...) need forwarding too: leave it on
@@ -1538,17 +1866,24 @@ table inet {GUARD_TABLE} {{
                 return
 
     def any_alive_besides_watch(self) -> bool:
-        return any(self.procs.alive(c) for c in COMPONENTS)
+        return any(self.procs.alive(c) for c in self.components)
 
     # --------------------------------------------------------------------------------------------
     # Status and clients
 
     def status(self) -> dict:
-        comps = {c: self.procs.pid(c) for c in COMPONENTS}
+        """{state_dir, up, components: {process: state}, nodes: {name: Ready status},
+        node_details: {name: {ready, pod_cidr, kubelet_port, containerd, kubelet, pods}}, pods,
+        info (cluster.json)}; nodes and pods only while the apiserver answers."""
+        comps = {c: self.procs.pid(c) for c in self.components}
         states = {c: (f"running, pid {p}" if p else "stopped") for c, p in comps.items()}
         if self.procs.alive("watch"):
             states["watch"] = f"running, pid {self.procs.pid('watch')}"
         out: dict = {"state_dir": str(self.state_dir), "up": self.is_up(), "components": states}
+        details: dict[str, dict] = {n.name: {"pod_cidr": n.pod_cidr, "kubelet_port": n.kubelet_port,
+                            "containerd": states[n.proc("containerd")], "kubelet": states[n.proc("kubelet")]}
+                   for n in self.nodes}
+        out["node_details"] = details
         if comps["kube-apiserver"] and self.kubeconfig.exists():
             with contextlib.suppress(Exception):
                 status, body = self.get("/api/v1/nodes")
@@ -1557,6 +1892,14 @@ table inet {GUARD_TABLE} {{
                         n["metadata"]["name"]: next((c["status"] for c in n["status"].get("conditions", [])
                                                      if c["type"] == "Ready"), "Unknown")
                         for n in json.loads(body)["items"]}
+                    for name, ready in out["nodes"].items():
+                        details.setdefault(name, {})["ready"] = ready
+                status, body = self.get("/api/v1/pods")
+                if status == 200:
+                    for pod in json.loads(body)["items"]:
+                        on = pod.get("spec", {}).get("nodeName")
+                        if on in details and pod.get("status", {}).get("phase") == "Running":
+                            details[on]["pods"] = details[on].get("pods", 0) + 1
                 out["pods"] = self._pod_summary()
         info = self.info()
         if info:
@@ -1595,6 +1938,35 @@ table inet {GUARD_TABLE} {{
         ns = [f"--namespace={namespace}"] if namespace else []
         return self.kubectl("apply", *ns, "-f", "-", input=manifest, check=True).stdout
 
+    @property
+    def shared_volumes_dir(self) -> pathlib.Path:
+        return self.state_dir / "shared-volumes"
+
+    def shared_claim(self, namespace: str, name: str, size: str = "1Gi") -> pathlib.Path:
+        """A PersistentVolumeClaim ``name`` in ``namespace`` that pods on every node may mount at
+        once, read and write: bound to a static PersistentVolume ``<namespace>-<name>`` of type
+        hostPath (accessModes ReadWriteMany, storageClassName "", reclaim Retain, no node
+        affinity) on ``<state>/shared-volumes/<namespace>-<name>`` (mode 0777: any uid writes).
+        Returns that directory. Honest here only: the nodes share this machine's file system, so
+        the directory is the same on every node; a claim of the default StorageClass
+        (local-path, ReadWriteOnce) pins all its pods to the node it was first used on instead.
+        Not deleted with the namespace: ``down --purge`` deletes it with the state."""
+        pv_name = f"{namespace}-{name}"
+        path = self.shared_volumes_dir / pv_name
+        path.mkdir(parents=True, exist_ok=True)
+        path.chmod(0o777)
+        self.apply([
+            {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv_name},
+             "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteMany"],
+                      "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+                      "claimRef": {"namespace": namespace, "name": name},
+                      "hostPath": {"path": str(path), "type": "Directory"}}},
+            {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": namespace},
+             "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv_name,
+                      "resources": {"requests": {"storage": size}}}},
+        ])
+        return path
+
     def wait_pod_done(self, namespace: str, name: str, timeout: float = 180) -> tuple[str, str]:
         """Wait until pod ``name`` Succeeded or Failed: (phase, its logs). ClusterError on timeout,
         with the pod's description."""
@@ -1628,6 +2000,7 @@ table inet {GUARD_TABLE} {{
             "node_ip": self._ip,
             "uplink": self._uplink,
             "pod_cidr": POD_CIDR,
+            "nodes": [n.describe() for n in self.nodes],
             "cluster_cidr": CLUSTER_CIDR,
             "service_cidr": SERVICE_CIDR,
             "api_service_ip": API_SERVICE_IP,
@@ -1773,6 +2146,40 @@ def _umount(path: str) -> None:
             _libc.umount2(path.encode(), 2)  # MNT_DETACH
 
 
+def _cgroup_v1_mounts() -> list[pathlib.Path]:
+    """The mount points of the cgroup v1 hierarchies (cpu, memory, ..., name=systemd)."""
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            fstype = fields[fields.index("-") + 1]
+            if fstype == "cgroup":
+                out.append(pathlib.Path(fields[4]))
+    return out
+
+
+def _make_cgroup(path: str) -> None:
+    """Create cgroup ``path`` (e.g. /streamlets-node-2) in every v1 hierarchy: kubelet refuses a
+    cgroupRoot that does not exist in each. In cpuset, the new group gets its parent's cpus and
+    mems (an empty cpuset admits no task). On a cgroup v2 host (untested here: this machine is
+    v1): the group in the unified root, with the root's controllers enabled for its children."""
+    mounts = _cgroup_v1_mounts()
+    for mount in mounts:
+        d = mount / path.strip("/")
+        d.mkdir(parents=True, exist_ok=True)
+        for name in ("cpuset.cpus", "cpuset.mems"):
+            own, parent = d / name, d.parent / name
+            if own.exists() and not own.read_text().strip():
+                own.write_text(parent.read_text())
+    unified = pathlib.Path("/sys/fs/cgroup")
+    if not mounts and (unified / "cgroup.controllers").exists():
+        d = unified / path.strip("/")
+        d.mkdir(parents=True, exist_ok=True)
+        for controller in (unified / "cgroup.subtree_control").read_text().split():
+            with contextlib.suppress(OSError):
+                (d / "cgroup.subtree_control").write_text(f"+{controller}")
+
+
 def _cgroup_pids(top: str) -> set[int]:
     pids: set[int] = set()
     root = pathlib.Path("/sys/fs/cgroup")
@@ -1842,6 +2249,8 @@ def main(argv: list[str] | None = None) -> int:
 
     p = add("up", "start the cluster (nothing to do if it is up)")
     p.add_argument("--timeout", type=float, default=300)
+    p.add_argument("--nodes", type=int, help=f"worker nodes, 1 to {MAX_NODES} (default: as the last up of this "
+                                              "state dir, else 1)")
     p.add_argument("--node-ip", help="the host address pods use (default: the default route's source)")
     p.add_argument("--keep-on-failure", action="store_true", help="leave the processes running if up fails")
     p.add_argument("--watch-pid", type=int, help="take the cluster down when this process ends")
@@ -1870,7 +2279,8 @@ def main(argv: list[str] | None = None) -> int:
         args.args = args.args[1:]
 
     try:
-        cluster = KubeCluster(args.state_dir or None, node_ip=getattr(args, "node_ip", None))
+        cluster = KubeCluster(args.state_dir or None, node_ip=getattr(args, "node_ip", None),
+                              nodes=getattr(args, "nodes", None))
         if args.cmd == "up":
             cluster.up(args.timeout, watch_pid=args.watch_pid, keep_on_failure=args.keep_on_failure)
         elif args.cmd == "down":
@@ -1886,13 +2296,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"state dir {st['state_dir']}: {'up' if st['up'] else 'not up'}")
                 for c, s in st["components"].items():
                     print(f"  {c:24} {s}")
-                for n, r in st.get("nodes", {}).items():
-                    print(f"  node {n}: Ready={r}")
+                for n, d in st["node_details"].items():
+                    print(f"  node {n}: Ready={d.get('ready', 'Unknown')}, pods {d.get('pod_cidr', '?')} "
+                          f"({d.get('pods', 0)} running), kubelet :{d.get('kubelet_port', '?')} "
+                          f"{d.get('kubelet', '?')}, containerd {d.get('containerd', '?')}")
                 if "pods" in st:
                     print(f"  pods: {st['pods']}")
                 if "info" in st:
                     i = st["info"]
-                    print(f"  kubeconfig {i['kubeconfig']}\n  node IP {i['node_ip']}, pods {i['pod_cidr']}, "
+                    print(f"  kubeconfig {i['kubeconfig']}\n  node IP {i['node_ip']}, pods {i['cluster_cidr']}, "
                           f"services {i['service_cidr']}, DNS {i['dns_ip']}, kube-proxy {i['kube_proxy_mode']}")
             return 0 if st["up"] else 3
         elif args.cmd == "load":

@@ -1,44 +1,20 @@
-"""The one-node cluster of dev/cluster works as a real one: pods run, DNS, Services, the API from
-a pod with its ServiceAccount, volumes from the default StorageClass, the host from pods.
-
-Everything runs in ``localhost/streamlets/busybox:1`` (made by dev/k8s-node-env, loaded by up).
-Its wget (Debian's busybox-static 1.35) segfaults with -T, so timeouts come from `timeout`."""
+"""The cluster of dev/cluster works as a real one: pods run, DNS, Services, the API from a pod
+with its ServiceAccount, volumes from the default StorageClass, the host from pods. (Several
+nodes: test_cluster_nodes.py.) The pods: support.cluster_pods (busybox)."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import re
-import socketserver
-import threading
 
 import pytest
 
-
-def _pod(name: str, script: str, *, image: str, volumes=(), mounts=(), restart: str = "Never", **spec) -> dict:
-    return {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": name}},
-        "spec": {
-            "restartPolicy": restart, "terminationGracePeriodSeconds": 1,
-            "containers": [{"name": "main", "image": image, "imagePullPolicy": "IfNotPresent",
-                            "command": ["sh", "-c", script], "volumeMounts": list(mounts),
-                            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}],
-            "volumes": list(volumes), **spec,
-        },
-    }
-
-
-def _run(cluster, ns: str, name: str, script: str, **kw) -> str:
-    """Run ``script`` in a busybox pod to completion; its logs (fails with them unless Succeeded)."""
-    cluster.apply(_pod(name, script, image=cluster.env["images"]["busybox"], **kw), namespace=ns)
-    phase, logs = cluster.wait_pod_done(ns, name)
-    assert phase == "Succeeded", f"pod {name} {phase}:\n{logs}"
-    return logs
+from support.cluster_pods import HOST_REPLY, busybox_pod, host_server, run_pod
 
 
 def test_pod_runs_to_completion(kube_cluster, cluster_namespace):
-    logs = _run(kube_cluster, cluster_namespace, "hello", "echo hello from $(hostname); cat /etc/resolv.conf")
+    logs = run_pod(kube_cluster, cluster_namespace, "hello", "echo hello from $(hostname); cat /etc/resolv.conf")
     assert "hello from hello" in logs
     assert f"nameserver {kube_cluster.info()['dns_ip']}" in logs  # ClusterFirst: CoreDNS only
     assert f"search {cluster_namespace}.svc.cluster.local svc.cluster.local cluster.local" in logs
@@ -48,8 +24,8 @@ def test_pod_runs_to_completion(kube_cluster, cluster_namespace):
 def web(kube_cluster, cluster_namespace) -> str:
     """busybox httpd behind a Service ``web`` (port 80 -> 8080); its ClusterIP."""
     busybox = kube_cluster.env["images"]["busybox"]
-    server = _pod("web", "mkdir -p /www && echo web-ok > /www/index.html && exec httpd -f -v -p 8080 -h /www",
-                  image=busybox, restart="Always")
+    server = busybox_pod("web", "mkdir -p /www && echo web-ok > /www/index.html && exec httpd -f -v -p 8080 -h /www",
+                         image=busybox, restart="Always")
     server["spec"]["containers"][0]["readinessProbe"] = {"tcpSocket": {"port": 8080}, "periodSeconds": 1}
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
                "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}}
@@ -62,7 +38,7 @@ def web(kube_cluster, cluster_namespace) -> str:
 
 def test_dns_resolves_cluster_names(kube_cluster, cluster_namespace, web):
     info = kube_cluster.info()
-    logs = _run(kube_cluster, cluster_namespace, "dns", f"""
+    logs = run_pod(kube_cluster, cluster_namespace, "dns", f"""
         nslookup kubernetes.default.svc.cluster.local
         nslookup web.{cluster_namespace}.svc.cluster.local
         nslookup {info['node_name']}.
@@ -74,9 +50,9 @@ def test_dns_resolves_cluster_names(kube_cluster, cluster_namespace, web):
 
 
 def test_pod_reaches_a_service(kube_cluster, cluster_namespace, web):
-    logs = _run(kube_cluster, cluster_namespace, "client",
-                f"timeout 10 wget -q -O- http://{web}/ && timeout 10 wget -q -O- http://web/ && "
-                f"timeout 10 wget -q -O- http://web.{cluster_namespace}.svc.cluster.local/")
+    logs = run_pod(kube_cluster, cluster_namespace, "client",
+                   f"timeout 10 wget -q -O- http://{web}/ && timeout 10 wget -q -O- http://web/ && "
+                   f"timeout 10 wget -q -O- http://web.{cluster_namespace}.svc.cluster.local/")
     assert logs.split() == ["web-ok"] * 3
 
 
@@ -85,7 +61,7 @@ def test_pod_reaches_the_api_with_its_service_account(kube_cluster, cluster_name
     (KUBERNETES_SERVICE_HOST = the `kubernetes` Service's IP), then by DNS name; TLS verified
     against the mounted CA, authenticated by the mounted ServiceAccount token."""
     sa = "/var/run/secrets/kubernetes.io/serviceaccount"
-    logs = _run(kube_cluster, cluster_namespace, "api", f"""
+    logs = run_pod(kube_cluster, cluster_namespace, "api", f"""
         export HOME=/tmp
         echo "in-cluster $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT"
         /kubectl auth whoami -o jsonpath='{{.status.userInfo.username}}{{"\\n"}}'
@@ -104,9 +80,9 @@ def test_pvc_of_the_default_storage_class(kube_cluster, cluster_namespace):
     pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "16Mi"}}}}
     kube_cluster.apply(pvc, namespace=cluster_namespace)
-    logs = _run(kube_cluster, cluster_namespace, "writer", "echo persisted > /data/file && cat /data/file",
-                volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
-                mounts=[{"name": "data", "mountPath": "/data"}])
+    logs = run_pod(kube_cluster, cluster_namespace, "writer", "echo persisted > /data/file && cat /data/file",
+                   volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+                   mounts=[{"name": "data", "mountPath": "/data"}])
     assert logs.strip() == "persisted"
     claim = json.loads(kube_cluster.kubectl("get", "pvc", "data", f"--namespace={cluster_namespace}",
                                             "-o", "json", check=True).stdout)
@@ -119,29 +95,12 @@ def test_pvc_of_the_default_storage_class(kube_cluster, cluster_namespace):
         assert f.read() == "persisted\n"
 
 
-class _Hello(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802
-        body = b"hello-from-host\n"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 def test_pod_reaches_the_host(kube_cluster, cluster_namespace):
     """A server on the host listening on 0.0.0.0 (as a Kafka broker would) is reachable from
     pods at the node IP of cluster.json, and by the node's name."""
-    with socketserver.ThreadingTCPServer(("0.0.0.0", 0), _Hello) as server:
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        port = server.server_address[1]
-        info = kube_cluster.info()
-        try:
-            logs = _run(kube_cluster, cluster_namespace, "to-host",
-                        f"timeout 10 wget -q -O- http://{info['node_ip']}:{port}/ && "
-                        f"timeout 10 wget -q -O- http://{info['node_name']}:{port}/")
-        finally:
-            server.shutdown()
-    assert logs.split() == ["hello-from-host"] * 2
+    info = kube_cluster.info()
+    with host_server() as port:
+        logs = run_pod(kube_cluster, cluster_namespace, "to-host",
+                       f"timeout 10 wget -q -O- http://{info['node_ip']}:{port}/ && "
+                       f"timeout 10 wget -q -O- http://{info['node_name']}:{port}/")
+    assert logs.split() == [HOST_REPLY] * 2

@@ -22,114 +22,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 import yaml
 
-from support.e2e import APPS, POLL_ERRORS, POLL_INTERVAL, REPO, pods_report
+from support.e2e import APPS, POLL_ERRORS
+from support.flight_delays_cluster import APP, DATA_POD, EXAMPLE, START_TIMEOUT, STREAMLETS, Deployment
 from support.waiting import wait_until
 
-sys.path.insert(0, str(REPO / "examples" / "flight-delays"))
-
-from flight_delays.prepare import BASE_MTIME, drop_file, prepare  # noqa: E402
-from flight_delays.reference import reference_stats  # noqa: E402
-from flight_delays.results import differences, load_results  # noqa: E402
-
-APP = "flight-delays"
-EXAMPLE = REPO / "examples" / "flight-delays"
-CLAIM = f"{APP}-checkpoints"
-STREAMLETS = ("flights", "weather", "enrich", "stats", "files")
 STREAMLETS_V2 = (*STREAMLETS, "more-flights")  # blueprint-v2.yaml
-DATA_POD = "flight-data"
-LABEL_APP = "streamlets.io/app"
-# Seconds. Ten JVMs start on two cores: a driver is up in one to three minutes.
-START_TIMEOUT = 600
-RESULTS_TIMEOUT = 900
-
-
-class Deployment:
-    """The deployed application and the helpers a test needs: kubectl, the data pod that reads
-    and writes the claim (as a user would: kubectl cp and exec), the result check."""
-
-    def __init__(self, cluster, kafka: str, tmp: Path):
-        self.cluster, self.kafka, self.tmp = cluster, kafka, tmp
-        self.months: list[int] = []
-
-    def kubectl(self, *args: str, check: bool = True, timeout: float = 120, input: str | None = None) -> str:
-        return self.cluster.kubectl(*args, check=check, timeout=timeout, input=input).stdout
-
-    def plugin(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-        """`kubectl streamlets ...` (our kubectl plugin) against the cluster."""
-        return subprocess.run([sys.executable, "-m", "blueprint.cli.kubectl", *args, "-n", APPS],
-                              capture_output=True, text=True, timeout=timeout, env=self.cluster.subprocess_env())
-
-    def report(self) -> str:
-        return pods_report(self.cluster, APPS)
-
-    def pods(self, role: str | None = None) -> list[dict]:
-        selector = f"{LABEL_APP}={APP}" + (f",spark-role={role}" if role else "")
-        return json.loads(self.kubectl("get", "pods", "-n", APPS, "-l", selector, "-o", "json"))["items"]
-
-    def running(self, role: str) -> dict[str, dict]:
-        """streamlet -> a Running pod of that role (driver or executor)."""
-        return {p["metadata"]["labels"].get("streamlets.io/streamlet"): p for p in self.pods(role)
-                if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")}
-
-    # --- data in, results out, through a pod that mounts the claim ----------------------------
-
-    def start_data_pod(self, image: str) -> None:
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": DATA_POD, "namespace": APPS},
-               "spec": {"securityContext": {"runAsUser": 185, "runAsGroup": 185, "fsGroup": 185},
-                        "terminationGracePeriodSeconds": 1,
-                        "containers": [{"name": "main", "image": image, "imagePullPolicy": "Never",
-                                        "command": ["sleep", "infinity"],
-                                        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
-                                        "volumeMounts": [{"name": "claim", "mountPath": "/data"}]}],
-                        "volumes": [{"name": "claim", "persistentVolumeClaim": {"claimName": CLAIM}}]}}
-        self.cluster.apply(pod, namespace=APPS)
-        wait_until(lambda: json.loads(self.kubectl("get", "pod", DATA_POD, "-n", APPS, "-o", "json"))
-                   ["status"].get("phase") == "Running", timeout=300, what="the data pod", interval=POLL_INTERVAL,
-                   retry_on=POLL_ERRORS, on_timeout=self.report)
-
-    def exec(self, script: str) -> str:
-        return self.kubectl("exec", "-n", APPS, DATA_POD, "--", "sh", "-c", script, timeout=300)
-
-    def feed(self, month: int, flights: str = "flights") -> None:
-        """The month's weather, then its flights, into the ingresses' volume folders (`flights`:
-        the ingress that takes the flights): copied to a staging folder of the claim, then renamed
-        into place (a stream never sees half a file), with prepare.py's modification times."""
-        local = self.tmp / "data"
-        prepare(local, [month])
-        for feed, ingress in (("weather", "weather"), ("flights", flights)):
-            path = drop_file(local, feed, month)
-            self.exec("mkdir -p /data/staging")
-            self.kubectl("cp", str(path), f"{APPS}/{DATA_POD}:/data/staging/{path.name}", timeout=300)
-            target = f"/data/volumes/{ingress}/source"
-            self.exec(f"mkdir -p {target} && touch -d @{BASE_MTIME + 60 * month} /data/staging/{path.name} "
-                      f"&& mv /data/staging/{path.name} {target}/{path.name}")
-        self.months.append(month)
-
-    def results_differences(self) -> list[str] | None:
-        """None while the output is incomplete, else the differences from the batch computation
-        of the months fed so far (empty: equal)."""
-        out = self.tmp / f"output-{time.monotonic_ns()}"
-        self.kubectl("cp", f"{APPS}/{DATA_POD}:/data/volumes/files/output", str(out), timeout=300)
-        df = load_results(out)
-        expected = reference_stats(self.months)
-        if df.empty or len(df) < len(expected):
-            return None
-        return differences(df, expected)
-
-    def wait_results(self, what: str) -> None:
-        def equal() -> bool:
-            problems = self.results_differences()
-            return problems is not None and not problems
-        wait_until(equal, timeout=RESULTS_TIMEOUT, interval=15, retry_on=POLL_ERRORS,
-                   what=f"{what}: the egress output equal to the batch computation of months {self.months}",
-                   on_timeout=lambda: f"{self.results_differences()}\n{self.report()}")
 
 
 def built_resource(blueprint: str, image: str, kafka: str, *configs: str) -> dict:

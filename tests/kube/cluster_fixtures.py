@@ -1,4 +1,4 @@
-"""pytest fixtures for the real one-node cluster of dev/cluster.py (``dev/cluster``).
+"""pytest fixtures for the real cluster of dev/cluster.py (``dev/cluster``).
 
 ``kube_cluster`` starts the cluster in a temporary directory on first use and takes it down (and
 deletes its state but the logs) at the end of the session; a watcher process takes it down too
@@ -8,6 +8,10 @@ missing, when this machine cannot run it (not root, dev/k8s-node-env not run, to
 For a quicker edit-run loop, start one with ``dev/cluster up --state-dir DIR`` and run pytest
 with ``STREAMLETS_CLUSTER_DIR=DIR``: the fixture uses that cluster (starting it if needed) and
 leaves it running.
+
+The number of worker nodes: ``STREAMLETS_CLUSTER_NODES`` (CLUSTER_NODES_ENV; default 1, or what
+a shared cluster was started with). Tests that need several nodes (test_cluster_nodes.py, the
+flight-delays run on S3) skip on a one-node cluster, saying so.
 """
 
 from __future__ import annotations
@@ -21,6 +25,14 @@ import pytest
 
 from dev.cluster import ClusterUnavailable, KubeCluster, check_host, load_cluster_env
 
+CLUSTER_NODES_ENV = "STREAMLETS_CLUSTER_NODES"
+
+
+def cluster_nodes_asked() -> int | None:
+    """$STREAMLETS_CLUSTER_NODES as a number; None when unset (1, or a shared cluster's own)."""
+    value = os.environ.get(CLUSTER_NODES_ENV)
+    return int(value) if value else None
+
 
 @pytest.fixture(scope="session")
 def kube_cluster(tmp_path_factory, toolchain) -> Iterator[KubeCluster]:
@@ -29,11 +41,12 @@ def kube_cluster(tmp_path_factory, toolchain) -> Iterator[KubeCluster]:
         check_host(env)
     except ClusterUnavailable as e:
         pytest.skip(f"no Kubernetes cluster: {e}")
+    nodes = cluster_nodes_asked()
     shared = os.environ.get("STREAMLETS_CLUSTER_DIR")
     if shared:
-        yield KubeCluster(shared, env=env).up()
+        yield KubeCluster(shared, env=env, nodes=nodes).up()
         return
-    cluster = KubeCluster(tmp_path_factory.mktemp("cluster"), env=env)
+    cluster = KubeCluster(tmp_path_factory.mktemp("cluster"), env=env, nodes=nodes)
     try:
         cluster.up(watch_pid=os.getpid(), watch_purge=True)
     except ClusterUnavailable as e:
@@ -42,6 +55,15 @@ def kube_cluster(tmp_path_factory, toolchain) -> Iterator[KubeCluster]:
         yield cluster
     finally:
         cluster.down(purge=True)
+
+
+@pytest.fixture
+def two_nodes(kube_cluster) -> list:
+    """The cluster's nodes (dev.cluster.Node, the first two) when it has two or more; skips
+    otherwise, saying how to run with more."""
+    if kube_cluster.node_count < 2:
+        pytest.skip(f"the cluster has {kube_cluster.node_count} node: run with {CLUSTER_NODES_ENV}=2")
+    return kube_cluster.nodes[:2]
 
 
 @pytest.fixture

@@ -10,11 +10,13 @@ through the AWS SDK's environment variables (`MinioServer.env`), never through a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,21 +65,22 @@ def minio_binary() -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
-@pytest.fixture(scope="session")
-def minio(toolchain, tmp_path_factory) -> MinioServer:
-    """A MinIO server with an empty bucket `streamlets`, for the whole session."""
+@contextlib.contextmanager
+def run_minio(folder: Path, host: str = "127.0.0.1") -> Iterator[MinioServer]:
+    """A MinIO server listening on ``host`` (a free port; the console on another) with its data
+    in ``folder`` and an empty bucket BUCKET, stopped on exit. ``host``: 127.0.0.1 for this
+    process, the node IP for pods of dev/cluster's cluster too."""
     binary = minio_binary()
-    folder = tmp_path_factory.mktemp("minio")
     port, console = free_ports(2)
     user, secret = f"streamlets-{secrets.token_hex(4)}", f"minio-secret-{secrets.token_hex(16)}"
     log = folder / "minio.log"
     env = {**os.environ, "MINIO_ROOT_USER": user, "MINIO_ROOT_PASSWORD": secret, "MINIO_BROWSER": "off",
            "MINIO_UPDATE": "off"}
     with open(log, "wb") as out:
-        proc = subprocess.Popen([binary, "server", "--quiet", "--address", f"127.0.0.1:{port}",
+        proc = subprocess.Popen([binary, "server", "--quiet", "--address", f"{host}:{port}",
                                  "--console-address", f"127.0.0.1:{console}", str(folder / "data")],
                                 stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    endpoint = f"http://127.0.0.1:{port}"
+    endpoint = f"http://{host}:{port}"
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -98,3 +101,10 @@ def minio(toolchain, tmp_path_factory) -> MinioServer:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="session")
+def minio(toolchain, tmp_path_factory) -> Iterator[MinioServer]:
+    """A MinIO server with an empty bucket `streamlets`, for the whole session."""
+    with run_minio(tmp_path_factory.mktemp("minio")) as server:
+        yield server
