@@ -19,8 +19,8 @@ import subprocess
 
 import pytest
 
-from support.e2e import (APPS, OPERATOR_NS, REPO, SPARK_OPERATOR_NS, helm, images, spark_operator_chart,
-                         values_args)
+from support.e2e import (APPS, OPERATOR_NS, REPO, SPARK_OPERATOR_NS, helm, images, node_kafka_broker,
+                         spark_operator_chart, values_args)
 
 
 @pytest.fixture(scope="session")
@@ -43,13 +43,8 @@ def e2e_cluster(kube_cluster, e2e_images):
 def node_kafka(e2e_cluster, tmp_path_factory):
     """A Kafka broker on the node's address: pods reach it through the node IP, as they would an
     external Kafka cluster; the tests reach it too."""
-    from blueprint.sandbox.kafka_broker import KafkaBroker
-
-    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"), host=e2e_cluster.node_ip).start()
-    try:
-        yield broker.bootstrap_servers
-    finally:
-        broker.stop()
+    with node_kafka_broker(e2e_cluster, tmp_path_factory.mktemp("kafka")) as bootstrap:
+        yield bootstrap
 
 
 @pytest.fixture(scope="session")

@@ -83,13 +83,7 @@ def test_january_in_pods_equals_the_batch_computation(deployed):
 
 def test_a_deleted_driver_pod_resumes_from_its_checkpoints(deployed):
     d = deployed
-    old = d.running("driver")["stats"]
-    d.kubectl("delete", "pod", old["metadata"]["name"], "-n", APPS, "--wait=false")
-    d.feed(2)  # February arrives while the stats driver is gone
-    wait_until(lambda: (p := d.running("driver").get("stats")) and p["metadata"]["uid"] != old["metadata"]["uid"],
-               timeout=START_TIMEOUT, what="the Spark Operator to start the stats driver again", interval=5,
-               retry_on=POLL_ERRORS, on_timeout=d.report)
-    d.wait_results("after the stats driver was deleted")
+    d.delete_driver_then_feed("stats", 2)  # February arrives while the stats driver is gone
 
 
 def test_savepoint_and_an_upgrade_to_version_2_with_upgrade_mode_savepoint(deployed, e2e_images):
@@ -146,9 +140,4 @@ def test_savepoint_and_an_upgrade_to_version_2_with_upgrade_mode_savepoint(deplo
 
 
 def test_undeploy_leaves_no_pod(deployed):
-    d = deployed
-    d.kubectl("delete", "pod", DATA_POD, "-n", APPS, "--wait=true", timeout=120)
-    gone = d.plugin("undeploy", APP)
-    assert gone.returncode == 0, gone.stdout + gone.stderr
-    wait_until(lambda: not d.pods(), timeout=300, what="no pod of the application", interval=5, retry_on=POLL_ERRORS,
-               on_timeout=d.report)
+    deployed.undeploy()

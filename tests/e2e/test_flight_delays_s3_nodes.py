@@ -32,7 +32,7 @@ import sys
 import pytest
 import yaml
 
-from support.e2e import APPS, POLL_ERRORS
+from support.e2e import APPS, POLL_ERRORS, node_kafka_broker
 from support.flight_delays_cluster import APP, DATA_POD, EXAMPLE, START_TIMEOUT, STREAMLETS, VOLUMES, Deployment
 from support.minio import run_minio
 from support.waiting import wait_until
@@ -78,13 +78,8 @@ def node_minio(nodes, e2e_cluster, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def module_kafka(nodes, e2e_cluster, tmp_path_factory):
-    from blueprint.sandbox.kafka_broker import KafkaBroker
-
-    broker = KafkaBroker(tmp_path_factory.mktemp("kafka-nodes"), host=e2e_cluster.node_ip).start()
-    try:
-        yield broker.bootstrap_servers
-    finally:
-        broker.stop()
+    with node_kafka_broker(e2e_cluster, tmp_path_factory.mktemp("kafka-nodes")) as bootstrap:
+        yield bootstrap
 
 
 @pytest.fixture(scope="module")
@@ -156,21 +151,10 @@ def test_january_with_executors_on_the_other_node_and_checkpoints_on_s3(deployed
 
 def test_a_deleted_driver_resumes_from_its_checkpoints_on_s3(deployed, nodes):
     d = deployed
-    old = d.running("driver")["stats"]
-    d.kubectl("delete", "pod", old["metadata"]["name"], "-n", APPS, "--wait=false")
-    d.feed(2)  # February arrives while the stats driver is gone
-    wait_until(lambda: (p := d.running("driver").get("stats")) and p["metadata"]["uid"] != old["metadata"]["uid"],
-               timeout=START_TIMEOUT, what="the Spark Operator to start the stats driver again", interval=5,
-               retry_on=POLL_ERRORS, on_timeout=d.report)
-    d.wait_results("after the stats driver was deleted")
+    d.delete_driver_then_feed("stats", 2)  # February arrives while the stats driver is gone
     placed = _nodes_of(d)
     assert placed.get("stats") == (nodes[0].name, nodes[1].name), placed
 
 
 def test_undeploy_leaves_no_pod(deployed):
-    d = deployed
-    d.kubectl("delete", "pod", DATA_POD, "-n", APPS, "--wait=true", timeout=120)
-    gone = d.plugin("undeploy", APP)
-    assert gone.returncode == 0, gone.stdout + gone.stderr
-    wait_until(lambda: not d.pods(), timeout=300, what="no pod of the application", interval=5, retry_on=POLL_ERRORS,
-               on_timeout=d.report)
+    deployed.undeploy()

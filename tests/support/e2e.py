@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,3 +55,16 @@ def values_args(values: dict) -> list[str]:
 
 # podman (dev/images' storage) on this kind of machine: see dev/containers.conf
 os.environ.setdefault("CONTAINERS_CONF", str(REPO / "dev" / "containers.conf"))
+
+
+@contextmanager
+def node_kafka_broker(cluster, folder: Path) -> Iterator[str]:
+    """A Kafka broker on the node's address, its data in `folder`; yields its bootstrap servers:
+    pods reach it through the node IP, as they would an external Kafka cluster, and the tests too."""
+    from blueprint.sandbox.kafka_broker import KafkaBroker
+
+    broker = KafkaBroker(folder, host=cluster.node_ip).start()
+    try:
+        yield broker.bootstrap_servers
+    finally:
+        broker.stop()

@@ -109,6 +109,26 @@ class Deployment:
                       f"&& mv {staging}/{path.name} {target}/{path.name}")
         self.months.append(month)
 
+    def delete_driver_then_feed(self, streamlet: str, month: int) -> None:
+        """Delete `streamlet`'s driver pod, feed `month` while it is gone, and wait for the Spark
+        Operator to start a new one and for the output to equal the batch computation again."""
+        old = self.running("driver")[streamlet]
+        self.kubectl("delete", "pod", old["metadata"]["name"], "-n", APPS, "--wait=false")
+        self.feed(month)
+        wait_until(lambda: (p := self.running("driver").get(streamlet)) and p["metadata"]["uid"] != old["metadata"]["uid"],
+                   timeout=START_TIMEOUT, what=f"the Spark Operator to start the {streamlet} driver again", interval=5,
+                   retry_on=POLL_ERRORS, on_timeout=self.report)
+        self.wait_results(f"after the {streamlet} driver was deleted")
+
+    def undeploy(self) -> None:
+        """The data pod deleted, then `kubectl streamlets undeploy`; waits until no pod of the
+        application is left."""
+        self.kubectl("delete", "pod", DATA_POD, "-n", APPS, "--wait=true", timeout=120)
+        gone = self.plugin("undeploy", APP)
+        assert gone.returncode == 0, gone.stdout + gone.stderr
+        wait_until(lambda: not self.pods(), timeout=300, what="no pod of the application", interval=5,
+                   retry_on=POLL_ERRORS, on_timeout=self.report)
+
     def results_differences(self) -> list[str] | None:
         """None while the output is incomplete, else the differences from the batch computation
         of the months fed so far (empty: equal)."""
