@@ -1,4 +1,5 @@
-"""The end-to-end suite: a real one-node Kubernetes cluster (dev/cluster) running the images made
+"""The end-to-end suite: a real Kubernetes cluster of two nodes (dev/cluster; STREAMLETS_CLUSTER_NODES,
+tests/kube/cluster_fixtures.py) running the images made
 here (dev/images), the kubeflow Spark Operator installed with its own Helm chart, our operator
 installed with ours, a Kafka broker pods reach, and an application deployed as a user would.
 

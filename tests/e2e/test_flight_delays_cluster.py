@@ -1,128 +1,231 @@
-"""flight-delays on a real cluster, deployed as a user would: `helm install` of our chart (and the
-Spark Operator's), `blueprint build --image <app image>` and `kubectl apply`. Each streamlet's
-driver and executor are pods the Spark Operator started; checkpoints live on the application's
-claim (local-path-provisioner); Kafka is a broker on the node's address.
+"""flight-delays on a real cluster of two nodes with its state on S3, deployed as a user would:
+`helm install` of our chart (and the Spark Operator's), `blueprint build --image <app image>` and
+`kubectl apply`. Each streamlet's driver and executor are pods the Spark Operator started, on
+different nodes; MinIO on the node IP holds every streamlet's checkpoints and savepoints
+(spec.storage.checkpoints s3a://..., spec.storage.s3a, the credentials in a Secret the test makes,
+spec.storage.secretRef), and no checkpoint claim exists. Skipped on a one-node cluster
+(STREAMLETS_CLUSTER_NODES=1).
+
+What forces the nodes is this test's deploy config, not a product default: the nodes are
+labelled, and Spark's own settings `spark.kubernetes.driver.node.selector.<label>` and
+`spark.kubernetes.executor.node.selector.<label>` go in through
+`streamlets.<s>.spark."spark.kubernetes...."` (every driver on the first node, every executor on
+the second). The volume mounts (the ingresses' sources, the egress's output) have claims of their
+own (`streamlets.<s>.volume-mounts.<mount>`), which the data pod mounts too: shared hostPath
+claims (KubeCluster.shared_claim, ReadWriteMany), honest here because the nodes share this
+machine's file system; a local-path claim (ReadWriteOnce) would pin its users to one node. Kafka
+is a broker of this module's own on the node IP, so topics of another deployment of the example
+in the session are not read again.
 
 The tests run in order on one deployment, a month of data each, and each compares the egress
 output with the batch computation (flight_delays.reference) for the months fed so far:
-  1. January: the drivers and executors run as pods, the results equal the batch computation,
-     `kubectl streamlets status` shows every driver RUNNING with its executor;
-  2. a driver pod deleted mid-run: the Spark Operator starts it again, it resumes from its
-     checkpoints, and January and February equal the batch computation;
+  1. January: a driver and an executor per streamlet, on different nodes; the results equal the
+     batch computation; every streamlet's checkpoints (and the stats state) are objects in MinIO;
+  2. a deleted driver pod is started again by the Spark Operator and resumes from its checkpoints
+     on S3: January and February equal the batch computation;
   3. `kubectl streamlets savepoint`, then an upgrade to version 2 (blueprint-v2.yaml: `enrich`
      gains a second flights inlet, fed by a new ingress `more-flights`) on a new image tag with
-     upgradeMode savepoint: each changed streamlet stops with a savepoint before its new pods
-     start, which continue from it; March's flights arrive on the new inlet only, and every
+     upgradeMode savepoint: each changed streamlet stops with a savepoint on S3 before its new
+     pods start, which continue from it; March's flights arrive on the new inlet only, and every
      window of the three months equals the batch computation (none lost or doubled);
-  4. `kubectl streamlets undeploy` leaves no pod.
+  4. the S3 secret key is in none of: the application resource, the SparkApplications, the
+     Secrets the operator wrote, the Events, any pod's spec, any pod's log (the application's,
+     the operator's, the Spark Operator's);
+  5. `kubectl streamlets undeploy` leaves no pod.
+
+The old default, one ReadWriteOnce checkpoint claim: test_flight_delays_claim.py.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import secrets
 import subprocess
-import sys
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 import yaml
 
-from support.e2e import APPS, POLL_ERRORS
-from support.flight_delays_cluster import APP, DATA_POD, EXAMPLE, START_TIMEOUT, STREAMLETS, Deployment
+from support.e2e import APPS, OPERATOR_NS, POLL_ERRORS, SPARK_OPERATOR_NS, node_kafka_broker
+from support.flight_delays_cluster import (APP, DATA_POD, EXAMPLE, START_TIMEOUT, STREAMLETS, VOLUMES, Deployment,
+                                           built_resource)
+from support.minio import run_minio
 from support.waiting import wait_until
 
 STREAMLETS_V2 = (*STREAMLETS, "more-flights")  # blueprint-v2.yaml
+NODE_LABEL = "streamlets-e2e-spark-role"  # drivers on the first node, executors on the second
+SECRET = "s3-credentials"
+PREFIX = f"e2e-{secrets.token_hex(3)}"
+# (streamlet, mount) -> the claim of its own (more-flights: version 2's new ingress)
+MOUNT_CLAIMS = {("flights", "source"): "flights-source", ("weather", "source"): "weather-source",
+                ("files", "output"): "files-output", ("more-flights", "source"): "more-flights-source"}
 
 
-def built_resource(blueprint: str, image: str, kafka: str, *configs: str) -> dict:
-    """`blueprint build <blueprint> --image <image> --config <each config> --kafka ...` of the
-    example, as the StreamletApplication to apply (images pulled never: no registry here)."""
-    args = [a for c in configs for a in ("--config", str(EXAMPLE / c))]
-    built = subprocess.run([sys.executable, "-m", "blueprint.cli", "build", str(EXAMPLE / blueprint), "--image", image,
-                            *args, "--kafka", kafka, "-n", APPS], capture_output=True, text=True, timeout=300,
-                           cwd=EXAMPLE)
-    assert built.returncode == 0, built.stderr
-    resource = yaml.safe_load(built.stdout)
-    resource["spec"]["imagePullPolicy"] = "Never"  # no registry: the images are in containerd
+def deploy_config(streamlets: tuple[str, ...]) -> str:
+    """This test's settings for `streamlets` (HOCON), layered over the example's cluster.conf."""
+    lines = ["streamlets {"]
+    for (streamlet, mount), claim in MOUNT_CLAIMS.items():
+        if streamlet in streamlets:
+            lines.append(f"  {streamlet}.volume-mounts.{mount} = {claim}")
+    for streamlet in streamlets:
+        lines.append(f'  {streamlet}.spark {{ "spark.kubernetes.driver.node.selector.{NODE_LABEL}" = drivers, '
+                     f'"spark.kubernetes.executor.node.selector.{NODE_LABEL}" = executors }}')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def nodes(e2e_cluster) -> list:
+    if e2e_cluster.node_count < 2:
+        pytest.skip(f"the cluster has {e2e_cluster.node_count} node: run with STREAMLETS_CLUSTER_NODES=2")
+    chosen = e2e_cluster.nodes[:2]
+    for node, role in zip(chosen, ("drivers", "executors"), strict=True):
+        e2e_cluster.kubectl("label", "node", node.name, f"{NODE_LABEL}={role}", "--overwrite", check=True)
+    yield chosen
+    for node in chosen:
+        e2e_cluster.kubectl("label", "node", node.name, f"{NODE_LABEL}-")
+
+
+@pytest.fixture(scope="module")
+def node_minio(nodes, e2e_cluster, tmp_path_factory):
+    """MinIO on the node IP: pods reach it there, as they would an object store of the network."""
+    with run_minio(tmp_path_factory.mktemp("minio-nodes"), host=e2e_cluster.node_ip) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def module_kafka(nodes, e2e_cluster, tmp_path_factory):
+    with node_kafka_broker(e2e_cluster, tmp_path_factory.mktemp("kafka-nodes")) as bootstrap:
+        yield bootstrap
+
+
+def s3_resource(node_minio, blueprint: str, image: str, kafka: str, config: Path, *configs: str) -> dict:
+    """The example built with `configs` (the example's) and this test's `config` over them, its
+    state on MinIO."""
+    resource = built_resource(blueprint, image, kafka, *(EXAMPLE / c for c in configs), config)
+    resource["spec"]["storage"] = {
+        "checkpoints": f"s3a://{node_minio.bucket}/{PREFIX}",
+        "s3a": {"endpoint": node_minio.endpoint, "pathStyleAccess": True, "region": "us-east-1"},
+        "secretRef": {"name": SECRET}}
     return resource
 
 
 @pytest.fixture(scope="module")
-def deployed(e2e_cluster, e2e_images, streamlets_operator, node_kafka, tmp_path_factory) -> Deployment:
-    d = Deployment(e2e_cluster, node_kafka, tmp_path_factory.mktemp("flight-delays"))
-    resource = built_resource("blueprint.yaml", e2e_images["app"], node_kafka, "cluster.conf")
+def deployed(nodes, e2e_cluster, e2e_images, streamlets_operator, node_minio, module_kafka,
+             tmp_path_factory) -> Deployment:
+    cluster = e2e_cluster
+    tmp = tmp_path_factory.mktemp("flight-delays-s3")
+    if cluster.kubectl("get", "streamletapplication", APP, "-n", APPS).returncode == 0:  # an earlier module's
+        cluster.kubectl("delete", "streamletapplication", APP, "-n", APPS, "--wait=true", "--timeout=300s")
+        cluster.kubectl("delete", "pod", DATA_POD, "-n", APPS, "--wait=true", "--timeout=120s")
+    # The credentials: into the Secret through kubectl's stdin (never on a command line)
+    cluster.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": SECRET, "namespace": APPS},
+                   "type": "Opaque", "stringData": {"AWS_ACCESS_KEY_ID": node_minio.access_key,
+                                                    "AWS_SECRET_ACCESS_KEY": node_minio.secret_key}})
+    claims = {}
+    for (streamlet, mount), claim in MOUNT_CLAIMS.items():
+        cluster.shared_claim(APPS, claim, "1Gi")
+        claims[f"{VOLUMES}/{streamlet}/{mount}"] = claim
+    config = tmp / "deploy.conf"
+    config.write_text(deploy_config(STREAMLETS))
+    resource = s3_resource(node_minio, "blueprint.yaml", e2e_images["app"], module_kafka, config, "cluster.conf")
+    d = Deployment(cluster, module_kafka, tmp, claims=claims, staging=None)
     d.kubectl("apply", "-f", "-", input=yaml.safe_dump(resource))
     d.start_data_pod(e2e_images["app"])
     yield d
     d.kubectl("delete", "pod", DATA_POD, "-n", APPS, "--wait=false", check=False)
+    d.kubectl("delete", "secret", SECRET, "-n", APPS, "--wait=false", check=False)
 
 
-def test_january_in_pods_equals_the_batch_computation(deployed):
+def _nodes_of(d: Deployment, streamlets: tuple[str, ...] = STREAMLETS) -> dict[str, tuple[str, str]]:
+    """streamlet -> (its running driver's node, its running executor's node)."""
+    drivers, executors = d.running("driver"), d.running("executor")
+    return {s: (drivers[s]["spec"]["nodeName"], executors[s]["spec"]["nodeName"])
+            for s in streamlets if s in drivers and s in executors}
+
+
+def test_january_with_executors_on_the_other_node_and_checkpoints_on_s3(deployed, nodes, node_minio):
     d = deployed
     wait_until(lambda: set(d.running("driver")) == set(STREAMLETS) and set(d.running("executor")) == set(STREAMLETS),
                timeout=START_TIMEOUT, what="a running driver and executor pod per streamlet", interval=5,
                retry_on=POLL_ERRORS, on_timeout=d.report)
+    placed = _nodes_of(d)
+    assert placed == {s: (nodes[0].name, nodes[1].name) for s in STREAMLETS}, placed
+    # no checkpoint claim: the state is on S3
+    assert d.kubectl("get", "pvc", f"{APP}-checkpoints", "-n", APPS, check=False).strip() == ""
     d.feed(1)
     d.wait_results("January")
-    # Checkpoints on the claim: offsets and commits from the drivers, state from the executors
-    # (stats aggregates per window in Spark's state store).
-    listing = d.exec("cd /data/flight-delays && find . -maxdepth 3 -type d | sort")
+    keys = node_minio.keys(f"{PREFIX}/")
     for name in STREAMLETS:
-        assert f"./{name}" in listing, listing
-    state = d.exec("find /data/flight-delays/stats -path '*/state/*' -type f | head -5")
-    assert state.strip(), "no state store files of the stats streamlet on the claim"
-
-    status = d.plugin("status", APP)
-    assert status.returncode == 0, status.stderr
-    rows = {line.split()[0]: line.split() for line in status.stdout.splitlines()[1:] if line.split()
-            and line.split()[0] in STREAMLETS}
-    assert set(rows) == set(STREAMLETS), status.stdout
-    for row in rows.values():
-        assert row[2] == "RUNNING" and row[3] == "1/1", status.stdout
+        assert any(k.startswith(f"{PREFIX}/checkpoints/{APP}/{name}/") for k in keys), (name, keys[:50])
+    assert any(k.startswith(f"{PREFIX}/checkpoints/{APP}/stats/") and "/state/" in k for k in keys), keys[:50]
+    # the credentials reach the pods by secretKeyRef only
+    spec = json.loads(d.kubectl("get", "pod", d.running("driver")["stats"]["metadata"]["name"], "-n", APPS,
+                                "-o", "json"))["spec"]
+    env = {e["name"]: e for c in spec["containers"] for e in c.get("env", [])}
+    assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["name"] == SECRET
 
 
-def test_a_deleted_driver_pod_resumes_from_its_checkpoints(deployed):
+def test_a_deleted_driver_resumes_from_its_checkpoints_on_s3(deployed, nodes):
     d = deployed
     d.delete_driver_then_feed("stats", 2)  # February arrives while the stats driver is gone
+    placed = _nodes_of(d)
+    assert placed.get("stats") == (nodes[0].name, nodes[1].name), placed
 
 
-def test_savepoint_and_an_upgrade_to_version_2_with_upgrade_mode_savepoint(deployed, e2e_images):
+def test_savepoint_and_an_upgrade_to_version_2_from_savepoints_on_s3(deployed, nodes, node_minio, e2e_images):
     d = deployed
     taken = d.plugin("savepoint", APP)
     assert taken.returncode == 0, taken.stdout + taken.stderr
     assert "ok" in taken.stdout, taken.stdout
     # Version 2 on a new image tag (the same content: no registry to push to, containerd gets it as
-    # `load` does), built from blueprint-v2.yaml with cluster-v2.conf over cluster.conf and applied
-    # over version 1 with upgradeMode savepoint, as a user would.
+    # `load` does), built from blueprint-v2.yaml with cluster-v2.conf over cluster.conf (and this
+    # test's settings over both), applied over version 1 with upgradeMode savepoint, as a user would.
     repository, _, tag = e2e_images["app"].rpartition(":")
     new_image = f"{repository}:{tag}-upgrade"
     subprocess.run(["podman", "tag", e2e_images["app"], new_image], check=True, capture_output=True)
     d.cluster.load(new_image)
     before = {n: p["metadata"]["uid"] for n, p in d.running("driver").items()}
-    resource = built_resource("blueprint-v2.yaml", new_image, d.kafka, "cluster.conf", "cluster-v2.conf")
+    config = d.tmp / "deploy-v2.conf"
+    config.write_text(deploy_config(STREAMLETS_V2))
+    resource = s3_resource(node_minio, "blueprint-v2.yaml", new_image, d.kafka, config, "cluster.conf",
+                           "cluster-v2.conf")
     resource["spec"]["upgradeMode"] = "savepoint"
     d.kubectl("apply", "-f", "-", input=yaml.safe_dump(resource))
 
     def upgraded() -> bool:
         drivers = d.running("driver")
-        return set(drivers) == set(STREAMLETS_V2) and all(
+        return set(drivers) == set(STREAMLETS_V2) and set(d.running("executor")) == set(STREAMLETS_V2) and all(
             p["metadata"]["uid"] != before.get(n) and p["spec"]["containers"][0]["image"] == new_image
             for n, p in drivers.items())
     wait_until(upgraded, timeout=START_TIMEOUT, what="every driver of version 2 running on the new image", interval=5,
                retry_on=POLL_ERRORS, on_timeout=d.report)
+    assert _nodes_of(d, STREAMLETS_V2) == {s: (nodes[0].name, nodes[1].name) for s in STREAMLETS_V2}
     status = json.loads(d.kubectl("get", "streamletapplication", APP, "-n", APPS, "-o", "json"))["status"]
     upgrade_savepoints = [s for s in status.get("savepoints", []) if s.get("reason") == "upgrade"]
     assert "enrich" in {s["streamlet"] for s in upgrade_savepoints}, status.get("savepoints")
+    # every upgrade savepoint is on S3, its objects in MinIO
+    savepoints = f"s3a://{node_minio.bucket}/{PREFIX}/savepoints/"
+    for sp in upgrade_savepoints:
+        assert sp["location"].startswith(savepoints), sp
+        assert node_minio.keys(sp["location"].removeprefix(f"s3a://{node_minio.bucket}/").rstrip("/") + "/"), sp
     drivers = d.running("driver")
     d.feed(3, flights="more-flights")  # March's flights reach enrich through its new inlet only
     d.wait_results("after the upgrade to version 2")
+    s3 = node_minio.client()
+
+    def offsets(streamlet: str, query: str) -> str:
+        return f"{PREFIX}/checkpoints/{APP}/{streamlet}/{query}/offsets"
     # enrich's checkpoint keys its sources by name, the new inlet's among them
     (enrich,) = [sp for sp in upgrade_savepoints if sp["streamlet"] == "enrich"]
     for query in enrich["batchIds"]:
-        folder = f"/data/{APP}/enrich/{query}/offsets"
-        newest = d.exec(f"cat {folder}/$(ls {folder} | grep -E '^[0-9]+$' | sort -n | tail -1)")
+        logged = [k for k in node_minio.keys(offsets("enrich", query) + "/") if k.rsplit("/", 1)[1].isdigit()]
+        newest = max(logged, key=lambda k: int(k.rsplit("/", 1)[1]))
+        text = s3.get_object(Bucket=node_minio.bucket, Key=newest)["Body"].read().decode()
         for source in ("inlet_flights", "inlet_more_flights", "inlet_weather"):
-            assert f"{source}:" in newest, newest
+            assert f"{source}:" in text, text
     # Stop-with-savepoint: each streamlet's queries stopped before its savepoint, so no batch ran in
     # the old pods after it: the batch after the savepoint's was planned (offsets/<n+1> written) by
     # the new driver, after it started. The new pods continued from the savepoint. `flights` gets no
@@ -131,12 +234,44 @@ def test_savepoint_and_an_upgrade_to_version_2_with_upgrade_mode_savepoint(deplo
         started = datetime.fromisoformat(drivers[sp["streamlet"]]["status"]["startTime"].replace("Z", "+00:00"))
         assert sp["batchIds"], sp
         for query, batch in sp["batchIds"].items():
-            path = f"/data/{APP}/{sp['streamlet']}/{query}/offsets/{batch + 1}"
-            planned = d.exec(f"if [ -e {path} ]; then stat -c %Y {path}; else echo none; fi").strip()
+            key = f"{offsets(sp['streamlet'], query)}/{batch + 1}"
+            found = node_minio.keys(key)
             if sp["streamlet"] == "flights":
-                assert planned == "none", (sp, query, planned)
+                assert key not in found, (sp, query)
                 continue
-            assert int(planned) >= int(started.timestamp()), (sp, query, planned, started)
+            assert key in found, (sp, query, found)
+            planned = s3.head_object(Bucket=node_minio.bucket, Key=key)["LastModified"]
+            assert planned.timestamp() >= started.timestamp() - 1, (sp, query, planned, started)
+
+
+def _secret_values(d: Deployment) -> list[str]:
+    """The decoded values of every Secret of the application's namespace but the test's own."""
+    items = json.loads(d.kubectl("get", "secrets", "-n", APPS, "-o", "json"))["items"]
+    return [base64.b64decode(v).decode(errors="replace") for s in items if s["metadata"]["name"] != SECRET
+            for v in (s.get("data") or {}).values()]
+
+
+def test_the_secret_key_is_in_no_resource_pod_spec_or_log(deployed, node_minio):
+    d = deployed
+    key = node_minio.secret_key
+    places = {
+        "the application (kubectl get sapp -o yaml)": d.kubectl("get", "sapp", APP, "-n", APPS, "-o", "yaml"),
+        "the SparkApplications": d.kubectl("get", "sparkapplications", "-n", APPS, "-o", "yaml"),
+        "the Secrets the operator wrote": "\n".join(_secret_values(d)),
+        "the Events": d.kubectl("get", "events", "-n", APPS, "-o", "yaml"),
+    }
+    for ns in (APPS, OPERATOR_NS, SPARK_OPERATOR_NS):
+        pods = json.loads(d.kubectl("get", "pods", "-n", ns, "-o", "json"))["items"]
+        places[f"the pod specs of {ns}"] = json.dumps(pods)
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            places[f"the log of {ns}/{name}"] = d.kubectl("logs", "-n", ns, name, "--all-containers", "--tail=-1",
+                                                          check=False, timeout=120)
+    assert len([p for p in places if p.startswith(f"the log of {APPS}/")]) >= 2 * len(STREAMLETS_V2)
+    assert places["the Secrets the operator wrote"].strip(), "no Secret of the operator's found"
+    assert [place for place, text in places.items() if key in text] == []
+    # the searched texts do name the Secret, so the search looked where the credentials are referenced
+    assert SECRET in places["the SparkApplications"]
 
 
 def test_undeploy_leaves_no_pod(deployed):

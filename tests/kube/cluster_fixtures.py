@@ -9,9 +9,10 @@ For a quicker edit-run loop, start one with ``dev/cluster up --state-dir DIR`` a
 with ``STREAMLETS_CLUSTER_DIR=DIR``: the fixture uses that cluster (starting it if needed) and
 leaves it running.
 
-The number of worker nodes: ``STREAMLETS_CLUSTER_NODES`` (CLUSTER_NODES_ENV; default 1, or what
-a shared cluster was started with). Tests that need several nodes (test_cluster_nodes.py, the
-flight-delays run on S3) skip on a one-node cluster, saying so.
+The number of worker nodes: ``STREAMLETS_CLUSTER_NODES`` (CLUSTER_NODES_ENV; default
+DEFAULT_NODES, two: the e2e suite runs on a cluster of several nodes, as a company's is; a shared
+cluster: the number it was started with). Tests that need several nodes (test_cluster_nodes.py,
+the flight-delays run on S3) skip on a one-node cluster, saying so.
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ import pytest
 from dev.cluster import ClusterUnavailable, KubeCluster, check_host, load_cluster_env
 
 CLUSTER_NODES_ENV = "STREAMLETS_CLUSTER_NODES"
+DEFAULT_NODES = 2
 
 
-def cluster_nodes_asked() -> int | None:
-    """$STREAMLETS_CLUSTER_NODES as a number; None when unset (1, or a shared cluster's own)."""
+def cluster_nodes_asked(shared: bool = False) -> int | None:
+    """$STREAMLETS_CLUSTER_NODES as a number; when unset, DEFAULT_NODES for a cluster of the
+    session's own, None for a shared one (the number it was started with)."""
     value = os.environ.get(CLUSTER_NODES_ENV)
-    return int(value) if value else None
+    return int(value) if value else (None if shared else DEFAULT_NODES)
 
 
 @pytest.fixture(scope="session")
@@ -41,8 +44,8 @@ def kube_cluster(tmp_path_factory, toolchain) -> Iterator[KubeCluster]:
         check_host(env)
     except ClusterUnavailable as e:
         pytest.skip(f"no Kubernetes cluster: {e}")
-    nodes = cluster_nodes_asked()
     shared = os.environ.get("STREAMLETS_CLUSTER_DIR")
+    nodes = cluster_nodes_asked(shared=bool(shared))
     if shared:
         yield KubeCluster(shared, env=env, nodes=nodes).up()
         return

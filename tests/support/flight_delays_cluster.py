@@ -1,6 +1,7 @@
 """flight-delays deployed on the cluster of dev/cluster, as a user would (tests/e2e): the names,
-and the Deployment helper the e2e modules of the example share (test_flight_delays_cluster.py on a
-checkpoint claim, test_flight_delays_s3_nodes.py on S3 across two nodes)."""
+`blueprint build` of the example, and the Deployment helper the e2e modules of the example share
+(test_flight_delays_cluster.py: the state on S3 across two nodes; test_flight_delays_claim.py: the
+old default, one ReadWriteOnce checkpoint claim)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import yaml
 
 from support.e2e import APPS, POLL_ERRORS, POLL_INTERVAL, REPO, pods_report
 from support.waiting import wait_until
@@ -28,6 +31,20 @@ LABEL_APP = "streamlets.io/app"
 # Seconds. Ten JVMs start on two cores: a driver is up in one to three minutes.
 START_TIMEOUT = 600
 RESULTS_TIMEOUT = 900
+
+
+def built_resource(blueprint: str, image: str, kafka: str, *configs: Path) -> dict:
+    """`blueprint build <blueprint> --image <image> --config <each config> --kafka ...` of the
+    example (later config files override earlier ones), as the StreamletApplication to apply
+    (images pulled never: no registry here)."""
+    args = [a for c in configs for a in ("--config", str(c))]
+    built = subprocess.run([sys.executable, "-m", "blueprint.cli", "build", str(EXAMPLE / blueprint), "--image", image,
+                            *args, "--kafka", kafka, "-n", APPS], capture_output=True, text=True, timeout=300,
+                           cwd=EXAMPLE)
+    assert built.returncode == 0, built.stderr
+    resource = yaml.safe_load(built.stdout)
+    resource["spec"]["imagePullPolicy"] = "Never"  # no registry: the images are in containerd
+    return resource
 
 
 # The data pod's view of the volumes: /data/volumes/<streamlet>/<mount> (the checkpoint claim's
