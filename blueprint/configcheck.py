@@ -24,7 +24,10 @@ The scopes are Cloudflow's, without its `cloudflow.` prefix:
     kafka.security.<key> = value                         how Kafka clients connect: protocol, ca-file,
                                                          verify-hostname, cert-file, key-file, key-password-file|env,
                                                          sasl-mechanism, username, password-file|env
-                                                         (streamlets.kafka_security; files relative to the config file)
+                                                         (streamlets.kafka_security; files relative to the config file);
+                                                         in a deploy config each secret a key of a Kubernetes Secret:
+                                                         ca-secret, cert-secret, key-secret, key-password-secret,
+                                                         password-secret = SECRET/KEY (spec.kafka.security)
     kafka.embedded-broker.security = none|sasl-ssl|mtls  `blueprint run`'s own broker, secured
 
 `check_config` reports every unknown key, wrong type and failing value at once, with the file,
@@ -44,7 +47,7 @@ from yaml.constructor import SafeConstructor
 from pydantic import ValidationError
 
 from streamlets.errors import ConfigError
-from streamlets.kafka_security import CONFIG_KEYS, PATH_KEYS, KafkaSecurity
+from streamlets.kafka_security import CONFIG_KEYS, LOCAL_KEYS, PATH_KEYS, SECRET_KEYS, KafkaSecurity, secret_ref
 from streamlets.runtime.object_store import STORAGE_KEYS, StorageConfigError, object_store
 from streamlets.settings import ASYNC, AT_LEAST_ONCE, SETTINGS, parse_progress_tracking
 
@@ -236,9 +239,15 @@ def _check_entry(r: Resolved, e: Entry) -> list[Problem]:
         return _check_storage_entry(e, problem)
     # kafka
     if scope.section == KAFKA_SECURITY:
+        if scope.item in SECRET_KEYS:
+            try:
+                secret_ref(e.value)
+            except ValueError as err:
+                return problem("invalid-config-value", str(err), "e.g. my-user/password")
+            return []
         if scope.item not in CONFIG_KEYS:
             return problem("unknown-config-key", f"no Kafka security setting {scope.item!r}",
-                           f"use one of {', '.join(CONFIG_KEYS)}")
+                           f"use one of {', '.join([*CONFIG_KEYS, *SECRET_KEYS])}")
         return []  # the values together: check_kafka_security
     if (scope.section, scope.rest) == (EMBEDDED_BROKER, ("security",)):
         if str(e.value) not in EMBEDDED_BROKER_SECURITY:
@@ -253,21 +262,24 @@ def _check_entry(r: Resolved, e: Entry) -> list[Problem]:
     return []
 
 
-def kafka_security(entries: Iterable[Entry]) -> KafkaSecurity | None:
-    """The Kafka security of the `kafka.security.*` entries (a later entry for a key wins), files
-    relative to the folder of the entry's config file (the current folder for command-line
-    entries); None when there is none. ValueError naming the keys and what is wrong."""
+def _security_values(entries: Iterable[Entry]) -> dict[str, Any]:
+    """The `kafka.security.<key>` values by key, a later entry for a key winning; files relative to
+    the folder of the entry's config file (the current folder for command-line entries)."""
     values: dict[str, Any] = {}
     for e in entries:
         scope = parse_scope(e.parts)
-        if scope.top == KAFKA and scope.section == KAFKA_SECURITY and scope.item in CONFIG_KEYS:
+        if scope.top == KAFKA and scope.section == KAFKA_SECURITY and (scope.item in CONFIG_KEYS
+                                                                       or scope.item in SECRET_KEYS):
             value = e.value
             if scope.item in PATH_KEYS:
                 base = Path.cwd() if e.source == COMMAND_LINE else Path(e.source).parent
                 value = str((base / str(value)).resolve())
             values[scope.item] = value
-    if not values:
-        return None
+    return values
+
+
+def _security(values: dict[str, Any]) -> KafkaSecurity:
+    """KafkaSecurity.from_config, its ValidationError as a ValueError naming the key."""
     try:
         return KafkaSecurity.from_config(values)
     except ValidationError as err:
@@ -277,10 +289,60 @@ def kafka_security(entries: Iterable[Entry]) -> KafkaSecurity | None:
         raise ValueError(f"kafka.security.{field}: {what}" if field else f"kafka.security: {what}") from None
 
 
-def check_kafka_security(entries: list[Entry]) -> list[Problem]:
-    """The `kafka.security.*` settings together (kafka_security): one problem at the last of them."""
+def is_deploy_security(entries: Iterable[Entry]) -> bool:
+    """Whether the `kafka.security.*` entries name Secrets (SECRET_KEYS): a deploy config's form."""
+    return any(key in SECRET_KEYS for key in _security_values(entries))
+
+
+def kafka_security(entries: Iterable[Entry]) -> KafkaSecurity | None:
+    """The Kafka security of a run config's `kafka.security.*` entries (a later entry for a key
+    wins; files as _security_values), for the sandbox and the CLIs that connect from this
+    machine; None when there is none. ValueError naming the key and what is wrong, among it a key
+    of a Kubernetes Secret (`*-secret`, a deploy config's: this machine reads no Secret)."""
+    values = _security_values(entries)
+    secret = next((key for key in values if key in SECRET_KEYS), None)
+    if secret is not None:
+        local, env = secret.replace("-secret", "-file"), secret.replace("-secret", "-env")
+        raise ValueError(f"kafka.security.{secret} names a key of a Kubernetes Secret, which only a cluster's pods "
+                         f"get (blueprint build); a run config names a file of this machine, {local}"
+                         + (f", or an environment variable, {env}" if env in CONFIG_KEYS else ""))
+    return _security(values) if values else None
+
+
+def deploy_kafka_security(entries: Iterable[Entry]) -> tuple[KafkaSecurity, dict[str, tuple[str, str]]] | None:
+    """A deploy config's `kafka.security.*` (spec.kafka.security): the settings, checked by the
+    model's rules, with each secret's file field holding `SECRET/KEY`, and the (Secret, key) of
+    each by KafkaSecurity file field (ca_file, password_file...); None when there is none.
+    ValueError naming the key: a file or environment variable of this machine (LOCAL_KEYS: pods
+    have neither), a value that is not SECRET/KEY, or an inconsistent combination."""
+    values = _security_values(entries)
+    if not values:
+        return None
+    local = next((key for key in values if key in LOCAL_KEYS), None)
+    if local is not None:
+        secret = local.replace("-env", "-file").replace("-file", "-secret")
+        raise ValueError(f"kafka.security.{local} is a {'file' if local.endswith('-file') else 'variable'} of this "
+                         f"machine, which the pods do not have: in a deploy config name a key of a Secret, "
+                         f"{secret} = SECRET/KEY")
+    refs: dict[str, tuple[str, str]] = {}
+    for key, field in SECRET_KEYS.items():
+        if key in values:
+            try:
+                refs[field] = secret_ref(values.pop(key))
+            except ValueError as err:
+                raise ValueError(f"kafka.security.{key}: {err}") from None
+    file_keys = {field: key for key, field in CONFIG_KEYS.items()}
+    values.update({file_keys[field]: f"{name}/{key}" for field, (name, key) in refs.items()})
+    return _security(values), refs
+
+
+def check_kafka_security(entries: list[Entry], deploy: bool | None = None) -> list[Problem]:
+    """The `kafka.security.*` settings together, one problem at the last of them: in a deploy
+    config's form (deploy_kafka_security) if `deploy`, else a run config's (kafka_security); None:
+    the deploy config's form if any names a Secret (what verify, which reads both, checks)."""
+    deploy = is_deploy_security(entries) if deploy is None else deploy
     try:
-        kafka_security(entries)
+        (deploy_kafka_security if deploy else kafka_security)(entries)
     except ValueError as err:
         last = [e for e in entries if (parse_scope(e.parts).top, parse_scope(e.parts).section) == (KAFKA, KAFKA_SECURITY)][-1]
         return [make_problem("invalid-config-value", str(err), last.source, last.line, last.column)]

@@ -32,6 +32,7 @@ clients support OIDC client credentials, but no test broker here has a token end
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,6 +48,21 @@ CONFIG_KEYS = {"protocol": "protocol", "ca-file": "ca_file", "verify-hostname": 
                "key-password-env": "key_password_env", "sasl-mechanism": "sasl_mechanism", "username": "username",
                "password-file": "password_file", "password-env": "password_env"}
 PATH_KEYS = ("ca-file", "cert-file", "key-file", "key-password-file", "password-file")  # relative to the config file
+# A deploy config's keys (`blueprint build`, spec.kafka.security): each secret a key of a Kubernetes
+# Secret, written SECRET/KEY, in place of a file or an environment variable of this machine, which
+# pods do not have; by the KafkaSecurity field it becomes in a pod (the key mounted as a file).
+SECRET_KEYS = {key.replace("-file", "-secret"): CONFIG_KEYS[key] for key in PATH_KEYS}
+LOCAL_KEYS = tuple(key for key in CONFIG_KEYS if key.endswith(("-file", "-env")))  # a run config's only
+_SECRET_REF = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/([-._a-zA-Z0-9]+)$")
+
+
+def secret_ref(text: str) -> tuple[str, str]:
+    """(Secret name, key) of a deploy config's `SECRET/KEY` (a DNS subdomain, then a key of the
+    Secret's data). ValueError saying the form otherwise."""
+    match = _SECRET_REF.match(str(text))
+    if not match or len(match.group(1)) > 253 or len(match.group(5)) > 253:
+        raise ValueError(f"{text!r} is not SECRET/KEY (a Secret's name, a slash, a key of its data)")
+    return match.group(1), match.group(5)
 
 _LOGIN_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
                   "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",

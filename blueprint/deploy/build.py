@@ -15,6 +15,10 @@ that order already (files first, overrides last): for each key the last entry wi
                                                  executor.instances -> streamlets[n].scale.executors
     topics.<id>.partitions|replication-factor|config.<k> -> topics[id]
     kafka.bootstrap-servers                   -> kafka.bootstrapServers
+    kafka.security.protocol|verify-hostname|sasl-mechanism|username, and
+    kafka.security.<ca|cert|key|key-password|password>-secret = SECRET/KEY
+                                              -> kafka.security (each secret a SecretKeyRef: the
+                                                 operator mounts it; no secret value in the resource)
 
 Nothing is rendered for a blueprint or config with errors: `build_resource` raises BuildError
 with the problems `blueprint verify` would report (it runs the same checks).
@@ -29,9 +33,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..configcheck import Entry, check_config
+from ..configcheck import Entry, check_config, check_kafka_security, deploy_kafka_security
 from .crd import API_VERSION, KIND
-from .spec import ApplicationSpec, KafkaSpec, PodResources, Scale, StreamletSpec, TopicSpec
+from .spec import (KAFKA_SECRET_FILES, ApplicationSpec, KafkaSecuritySpec, KafkaSpec, PodResources, Scale, SecretKeyRef,
+                   StreamletSpec, TopicSpec)
 from ..model import Blueprint
 from ..problems import Problem, make_problem, report_order
 from streamlets.settings import SETTINGS
@@ -125,7 +130,7 @@ def build_resource(blueprint: Blueprint, resolved: Resolved, image: str, entries
     if any(p.severity == "error" for p in problems):
         raise BuildError(problems)
     s = _Settings(entries)
-    build_problems = s.mount_problems()
+    build_problems = s.mount_problems() + check_kafka_security(entries, deploy=True)  # pods read Secrets only
     servers = s.bootstrap_servers
     if not servers:
         build_problems.append(make_problem(
@@ -143,13 +148,35 @@ def build_resource(blueprint: Blueprint, resolved: Resolved, image: str, entries
     spec = ApplicationSpec(
         app_id=app_id,
         image=image.strip(),
-        kafka=KafkaSpec(bootstrap_servers=servers),
+        kafka=_kafka(servers, entries),
         upgrade_mode="last-state",
         dead_letter_topic=dead_letter_topic(blueprint),
         streamlets=[_streamlet(blueprint, resolved, name, s) for name in blueprint.streamlets],
         topics=[_topic(blueprint, topic_id, s) for topic_id in blueprint.topics],
     )
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": _descriptor_last(spec.dump())}
+
+
+def _kafka(servers: str, entries: list[Entry]) -> KafkaSpec:
+    """spec.kafka: the bootstrap servers, and the security when the config has any (unset, the
+    operator's default applies: the chart's kafka.security)."""
+    security = _kafka_security(entries)
+    return KafkaSpec(bootstrap_servers=servers) if security is None else \
+        KafkaSpec(bootstrap_servers=servers, security=security)
+
+
+def _kafka_security(entries: list[Entry]) -> KafkaSecuritySpec | None:
+    """spec.kafka.security of the deploy config's kafka.security.* (configcheck.deploy_kafka_security,
+    checked by build_resource already: no error is left); None when the config has none."""
+    found = deploy_kafka_security(entries)
+    if found is None:
+        return None
+    security, refs = found
+    fields = {file: name for name, file in KAFKA_SECRET_FILES.items()}
+    given: dict[str, Any] = {"protocol": security.protocol, "sasl_mechanism": security.sasl_mechanism,
+                             "username": security.username, "verify_hostname": None if security.verify_hostname else False,
+                             **{fields[file]: SecretKeyRef(name=name, key=key) for file, (name, key) in refs.items()}}
+    return KafkaSecuritySpec(**{k: v for k, v in given.items() if v is not None})  # unset: left out of the resource
 
 
 def _descriptor_last(spec: dict[str, Any]) -> dict[str, Any]:

@@ -150,6 +150,12 @@ class KafkaSecuritySpec(SpecModel):
                                           "Secret, key password)")
 
 
+# KafkaSecuritySpec's secret fields -> the KafkaSecurity (streamlets.kafka_security) file fields they
+# become in a pod, where the operator mounts each Secret key as a file
+KAFKA_SECRET_FILES = {"ca": "ca_file", "certificate": "cert_file", "key": "key_file",
+                      "key_password": "key_password_file", "password": "password_file"}
+
+
 class KafkaSpec(SpecModel):
     bootstrap_servers: str = Field(description="Kafka bootstrap.servers, host:port[,host:port...]",
                                    pattern=BOOTSTRAP_SERVERS)

@@ -27,7 +27,7 @@ from streamlets.runtime.layout import StateLayout
 from streamlets.runtime.object_store import ACCESS_KEY_ENV, SECRET_KEY_ENV, ObjectStore
 from streamlets.runtime.runconfig import METRICS_PORT, METRICS_PORT_NAME, StreamletRunConfig, scrape_annotations
 from streamlets.errors import StreamletError
-from blueprint.deploy.spec import (ApplicationSpec, KafkaSecuritySpec, PodResources, S3ASpec, SavepointsSpec, SecretKeyRef,
+from blueprint.deploy.spec import (KAFKA_SECRET_FILES, ApplicationSpec, KafkaSecuritySpec, PodResources, S3ASpec, SavepointsSpec, SecretKeyRef,
                                    StorageSecretRef, StorageSpec, StreamletSpec)
 from streamlets.kafka_security import KafkaSecurity
 from pydantic import ValidationError
@@ -179,9 +179,6 @@ def storage_problems(spec: ApplicationSpec, env: dict[str, str] | Any = None) ->
 
 KAFKA_SECRETS_DIR = "/etc/streamlets/kafka"  # each Secret spec.kafka.security names: <dir>/<secret>/<key>
 KAFKA_SECURITY_ENV = "STREAMLETS_KAFKA_SECURITY"  # the chart's kafka.security, as JSON in the spec's form
-# KafkaSecuritySpec's secret fields -> KafkaSecurity's file fields
-KAFKA_SECRET_FILES = {"ca": "ca_file", "certificate": "cert_file", "key": "key_file",
-                      "key_password": "key_password_file", "password": "password_file"}
 
 
 def kafka_security_spec(spec: ApplicationSpec, env: dict[str, str] | Any = None) -> KafkaSecuritySpec | None:

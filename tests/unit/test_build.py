@@ -297,6 +297,73 @@ def test_volume_mounts_name_claims(tmp_path):
     assert schema_errors(resource) == []
 
 
+def test_kafka_security_names_secret_keys_that_the_operator_mounts(tmp_path):
+    """A deploy config's kafka.security (Strimzi-shaped: SCRAM over TLS, the cluster CA's Secret,
+    the KafkaUser's Secret) becomes spec.kafka.security with SecretKeyRefs, no secret value; the
+    operator reads it as files where it mounts those keys."""
+    from streamlets_operator import render
+
+    from blueprint.deploy.spec import ApplicationSpec
+
+    conf = write(tmp_path, "deploy.conf", """
+        kafka.security {
+          protocol = SASL_SSL
+          sasl-mechanism = SCRAM-SHA-512
+          username = flight-delays
+          password-secret = flight-delays-user/password
+          ca-secret = "my-cluster-cluster-ca-cert/ca.crt"
+          verify-hostname = false
+        }
+    """)
+    resource = built(conf=[conf])
+    assert resource["spec"]["kafka"]["security"] == {
+        "protocol": "SASL_SSL", "saslMechanism": "SCRAM-SHA-512", "username": "flight-delays",
+        "password": {"name": "flight-delays-user", "key": "password"},
+        "ca": {"name": "my-cluster-cluster-ca-cert", "key": "ca.crt"}, "verifyHostname": False}
+    assert schema_errors(resource) == []
+    security = render.kafka_security(ApplicationSpec.model_validate(resource["spec"]), env={})
+    assert security.password_file == f"{render.KAFKA_SECRETS_DIR}/flight-delays-user/password"
+    assert security.ca_file == f"{render.KAFKA_SECRETS_DIR}/my-cluster-cluster-ca-cert/ca.crt"
+    assert (security.sasl_mechanism, security.username, security.verify_hostname) == \
+        ("SCRAM-SHA-512", "flight-delays", False)
+    # mutual TLS, and no kafka.security at all: the operator's default then
+    mtls = built("kafka.security.protocol=SSL", "kafka.security.cert-secret=app-user/user.crt",
+                 "kafka.security.key-secret=app-user/user.key")
+    assert mtls["spec"]["kafka"]["security"] == {"protocol": "SSL", "certificate": {"name": "app-user", "key": "user.crt"},
+                                                 "key": {"name": "app-user", "key": "user.key"}}
+    assert "security" not in built()["spec"]["kafka"]
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["kafka.security.protocol=SASL_SSL", "kafka.security.sasl-mechanism=PLAIN", "kafka.security.username=u",
+      "kafka.security.password-file=/run/secrets/pw"],
+     "kafka.security.password-file is a file of this machine, which the pods do not have: in a deploy config name "
+     "a key of a Secret, password-secret = SECRET/KEY"),
+    (["kafka.security.protocol=SSL", "kafka.security.ca-secret=Not_A_Secret/ca.crt"],
+     "kafka.security.ca-secret: 'Not_A_Secret/ca.crt' is not SECRET/KEY"),
+    (["kafka.security.protocol=SASL_SSL", "kafka.security.sasl-mechanism=PLAIN", "kafka.security.username=u"],
+     "needs sasl-mechanism, username and password"),
+    (["kafka.security.protocol=PLAINTEXT", "kafka.security.cert-secret=u/user.crt"],
+     "cert-file and key-file go together"),
+])
+def test_kafka_security_of_this_machine_or_inconsistent_is_refused(overrides, message):
+    code, out, err = build(*overrides)
+    assert code == 1 and out == "", err
+    assert message in " ".join(err.split()), err
+    assert "nothing was built" in err
+
+
+def test_the_sandbox_refuses_a_secret_key_naming_the_file_to_give():
+    from blueprint.configcheck import kafka_security
+
+    entries, problems = parse_overrides(["kafka.security.protocol=SASL_SSL", "kafka.security.sasl-mechanism=PLAIN",
+                                         "kafka.security.username=u", "kafka.security.password-secret=user/password"])
+    assert problems == []
+    with pytest.raises(ValueError, match=r"kafka.security.password-secret names a key of a Kubernetes Secret.*"
+                                         r"password-file, or an environment variable, password-env"):
+        kafka_security(entries)
+
+
 # --- refusals ------------------------------------------------------------------------------
 
 def test_unknown_config_key_is_refused():
