@@ -44,8 +44,8 @@ def e2e_cluster(kube_cluster, e2e_images):
 def node_kafka(e2e_cluster, tmp_path_factory):
     """A Kafka broker on the node's address: pods reach it through the node IP, as they would an
     external Kafka cluster; the tests reach it too."""
-    with node_kafka_broker(e2e_cluster, tmp_path_factory.mktemp("kafka")) as bootstrap:
-        yield bootstrap
+    with node_kafka_broker(e2e_cluster, tmp_path_factory.mktemp("kafka")) as broker:
+        yield broker.bootstrap_servers
 
 
 @pytest.fixture(scope="session")

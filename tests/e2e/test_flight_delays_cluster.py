@@ -3,8 +3,13 @@
 `kubectl apply`. Each streamlet's driver and executor are pods the Spark Operator started, on
 different nodes; MinIO on the node IP holds every streamlet's checkpoints and savepoints
 (spec.storage.checkpoints s3a://..., spec.storage.s3a, the credentials in a Secret the test makes,
-spec.storage.secretRef), and no checkpoint claim exists. Skipped on a one-node cluster
-(STREAMLETS_CLUSTER_NODES=1).
+spec.storage.secretRef), and no checkpoint claim exists. Kafka is a company's: a broker of this
+module's own on the node IP whose only listener pods reach is SASL_SSL (SCRAM-SHA-512 over TLS,
+its certificate signed by a CA of its own); the deploy config names the CA and the password as
+keys of Secrets the test makes (`kafka.security.ca-secret`, `password-secret`), `blueprint build`
+writes them into spec.kafka.security, and the operator mounts them into every driver and executor
+and reads them for its own clients (topics, the savepoint commands). Skipped on a one-node
+cluster (STREAMLETS_CLUSTER_NODES=1).
 
 What forces the nodes is this test's deploy config, not a product default: the nodes are
 labelled, and Spark's own settings `spark.kubernetes.driver.node.selector.<label>` and
@@ -13,9 +18,9 @@ labelled, and Spark's own settings `spark.kubernetes.driver.node.selector.<label
 the second). The volume mounts (the ingresses' sources, the egress's output) have claims of their
 own (`streamlets.<s>.volume-mounts.<mount>`), which the data pod mounts too: shared hostPath
 claims (KubeCluster.shared_claim, ReadWriteMany), honest here because the nodes share this
-machine's file system; a local-path claim (ReadWriteOnce) would pin its users to one node. Kafka
-is a broker of this module's own on the node IP, so topics of another deployment of the example
-in the session are not read again.
+machine's file system; a local-path claim (ReadWriteOnce) would pin its users to one node. The
+broker being this module's own, topics of another deployment of the example in the session are not
+read again.
 
 The tests run in order on one deployment, a month of data each, and each compares the egress
 output with the batch computation (flight_delays.reference) for the months fed so far:
@@ -28,9 +33,9 @@ output with the batch computation (flight_delays.reference) for the months fed s
      upgradeMode savepoint: each changed streamlet stops with a savepoint on S3 before its new
      pods start, which continue from it; March's flights arrive on the new inlet only, and every
      window of the three months equals the batch computation (none lost or doubled);
-  4. the S3 secret key is in none of: the application resource, the SparkApplications, the
-     Secrets the operator wrote, the Events, any pod's spec, any pod's log (the application's,
-     the operator's, the Spark Operator's);
+  4. neither the S3 secret key nor the Kafka password is in any of: the application resource,
+     the SparkApplications, the Secrets the operator wrote, the Events, any pod's spec, any pod's
+     log (the application's, the operator's, the Spark Operator's);
   5. `kubectl streamlets undeploy` leaves no pod.
 
 The old default, one ReadWriteOnce checkpoint claim: test_flight_delays_claim.py.
@@ -57,15 +62,20 @@ from support.waiting import wait_until
 STREAMLETS_V2 = (*STREAMLETS, "more-flights")  # blueprint-v2.yaml
 NODE_LABEL = "streamlets-e2e-spark-role"  # drivers on the first node, executors on the second
 SECRET = "s3-credentials"
+KAFKA_CA, KAFKA_USER = "kafka-ca", "kafka-user"  # the Secrets of the broker's CA and the SCRAM password
 PREFIX = f"e2e-{secrets.token_hex(3)}"
 # (streamlet, mount) -> the claim of its own (more-flights: version 2's new ingress)
 MOUNT_CLAIMS = {("flights", "source"): "flights-source", ("weather", "source"): "weather-source",
                 ("files", "output"): "files-output", ("more-flights", "source"): "more-flights-source"}
 
 
-def deploy_config(streamlets: tuple[str, ...]) -> str:
-    """This test's settings for `streamlets` (HOCON), layered over the example's cluster.conf."""
-    lines = ["streamlets {"]
+def deploy_config(streamlets: tuple[str, ...], username: str) -> str:
+    """This test's settings for `streamlets` (HOCON), layered over the example's cluster.conf:
+    Kafka's security with the secrets as keys of Secrets, claims of their own for the volume
+    mounts, the node selectors."""
+    lines = ["kafka.security {", "  protocol = SASL_SSL", "  sasl-mechanism = SCRAM-SHA-512",
+             f"  username = {username}", f'  password-secret = "{KAFKA_USER}/password"',
+             f'  ca-secret = "{KAFKA_CA}/ca.crt"', "}", "streamlets {"]
     for (streamlet, mount), claim in MOUNT_CLAIMS.items():
         if streamlet in streamlets:
             lines.append(f"  {streamlet}.volume-mounts.{mount} = {claim}")
@@ -97,8 +107,13 @@ def node_minio(nodes, e2e_cluster, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def module_kafka(nodes, e2e_cluster, tmp_path_factory):
-    with node_kafka_broker(e2e_cluster, tmp_path_factory.mktemp("kafka-nodes")) as bootstrap:
-        yield bootstrap
+    """A SASL_SSL broker on the node IP (SCRAM user `sandbox`, its password made at start)."""
+    with node_kafka_broker(e2e_cluster, tmp_path_factory.mktemp("kafka-nodes"), security="sasl-ssl") as broker:
+        yield broker
+
+
+def kafka_password(broker) -> str:
+    return Path(broker.client_security().password_file).read_text().strip()
 
 
 def s3_resource(node_minio, blueprint: str, image: str, kafka: str, config: Path, *configs: str) -> dict:
@@ -120,23 +135,30 @@ def deployed(nodes, e2e_cluster, e2e_images, streamlets_operator, node_minio, mo
     if cluster.kubectl("get", "streamletapplication", APP, "-n", APPS).returncode == 0:  # an earlier module's
         cluster.kubectl("delete", "streamletapplication", APP, "-n", APPS, "--wait=true", "--timeout=300s")
         cluster.kubectl("delete", "pod", DATA_POD, "-n", APPS, "--wait=true", "--timeout=120s")
-    # The credentials: into the Secret through kubectl's stdin (never on a command line)
-    cluster.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": SECRET, "namespace": APPS},
-                   "type": "Opaque", "stringData": {"AWS_ACCESS_KEY_ID": node_minio.access_key,
-                                                    "AWS_SECRET_ACCESS_KEY": node_minio.secret_key}})
+    # The credentials: into Secrets through kubectl's stdin (never on a command line)
+    client = module_kafka.client_security()
+    for name, data in ((SECRET, {"AWS_ACCESS_KEY_ID": node_minio.access_key,
+                                 "AWS_SECRET_ACCESS_KEY": node_minio.secret_key}),
+                       (KAFKA_CA, {"ca.crt": Path(client.ca_file).read_text()}),
+                       (KAFKA_USER, {"password": kafka_password(module_kafka)})):
+        cluster.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": APPS},
+                       "type": "Opaque", "stringData": data})
     claims = {}
     for (streamlet, mount), claim in MOUNT_CLAIMS.items():
         cluster.shared_claim(APPS, claim, "1Gi")
         claims[f"{VOLUMES}/{streamlet}/{mount}"] = claim
     config = tmp / "deploy.conf"
-    config.write_text(deploy_config(STREAMLETS))
-    resource = s3_resource(node_minio, "blueprint.yaml", e2e_images["app"], module_kafka, config, "cluster.conf")
-    d = Deployment(cluster, module_kafka, tmp, claims=claims, staging=None)
+    config.write_text(deploy_config(STREAMLETS, client.username))
+    bootstrap = module_kafka.bootstrap_servers
+    resource = s3_resource(node_minio, "blueprint.yaml", e2e_images["app"], bootstrap, config, "cluster.conf")
+    assert resource["spec"]["kafka"]["security"]["password"] == {"name": KAFKA_USER, "key": "password"}
+    d = Deployment(cluster, bootstrap, tmp, claims=claims, staging=None)
     d.kubectl("apply", "-f", "-", input=yaml.safe_dump(resource))
     d.start_data_pod(e2e_images["app"])
     yield d
     d.kubectl("delete", "pod", DATA_POD, "-n", APPS, "--wait=false", check=False)
-    d.kubectl("delete", "secret", SECRET, "-n", APPS, "--wait=false", check=False)
+    for name in (SECRET, KAFKA_CA, KAFKA_USER):
+        d.kubectl("delete", "secret", name, "-n", APPS, "--wait=false", check=False)
 
 
 def _nodes_of(d: Deployment, streamlets: tuple[str, ...] = STREAMLETS) -> dict[str, tuple[str, str]]:
@@ -175,7 +197,8 @@ def test_a_deleted_driver_resumes_from_its_checkpoints_on_s3(deployed, nodes):
     assert placed.get("stats") == (nodes[0].name, nodes[1].name), placed
 
 
-def test_savepoint_and_an_upgrade_to_version_2_from_savepoints_on_s3(deployed, nodes, node_minio, e2e_images):
+def test_savepoint_and_an_upgrade_to_version_2_from_savepoints_on_s3(deployed, nodes, node_minio, module_kafka,
+                                                                      e2e_images):
     d = deployed
     taken = d.plugin("savepoint", APP)
     assert taken.returncode == 0, taken.stdout + taken.stderr
@@ -189,7 +212,7 @@ def test_savepoint_and_an_upgrade_to_version_2_from_savepoints_on_s3(deployed, n
     d.cluster.load(new_image)
     before = {n: p["metadata"]["uid"] for n, p in d.running("driver").items()}
     config = d.tmp / "deploy-v2.conf"
-    config.write_text(deploy_config(STREAMLETS_V2))
+    config.write_text(deploy_config(STREAMLETS_V2, module_kafka.client_security().username))
     resource = s3_resource(node_minio, "blueprint-v2.yaml", new_image, d.kafka, config, "cluster.conf",
                            "cluster-v2.conf")
     resource["spec"]["upgradeMode"] = "savepoint"
@@ -247,13 +270,13 @@ def test_savepoint_and_an_upgrade_to_version_2_from_savepoints_on_s3(deployed, n
 def _secret_values(d: Deployment) -> list[str]:
     """The decoded values of every Secret of the application's namespace but the test's own."""
     items = json.loads(d.kubectl("get", "secrets", "-n", APPS, "-o", "json"))["items"]
-    return [base64.b64decode(v).decode(errors="replace") for s in items if s["metadata"]["name"] != SECRET
-            for v in (s.get("data") or {}).values()]
+    return [base64.b64decode(v).decode(errors="replace") for s in items
+            if s["metadata"]["name"] not in (SECRET, KAFKA_CA, KAFKA_USER) for v in (s.get("data") or {}).values()]
 
 
-def test_the_secret_key_is_in_no_resource_pod_spec_or_log(deployed, node_minio):
+def test_no_secret_is_in_a_resource_pod_spec_or_log(deployed, node_minio, module_kafka):
     d = deployed
-    key = node_minio.secret_key
+    secret_values = {"the S3 secret key": node_minio.secret_key, "the Kafka password": kafka_password(module_kafka)}
     places = {
         "the application (kubectl get sapp -o yaml)": d.kubectl("get", "sapp", APP, "-n", APPS, "-o", "yaml"),
         "the SparkApplications": d.kubectl("get", "sparkapplications", "-n", APPS, "-o", "yaml"),
@@ -269,9 +292,13 @@ def test_the_secret_key_is_in_no_resource_pod_spec_or_log(deployed, node_minio):
                                                           check=False, timeout=120)
     assert len([p for p in places if p.startswith(f"the log of {APPS}/")]) >= 2 * len(STREAMLETS_V2)
     assert places["the Secrets the operator wrote"].strip(), "no Secret of the operator's found"
-    assert [place for place, text in places.items() if key in text] == []
-    # the searched texts do name the Secret, so the search looked where the credentials are referenced
-    assert SECRET in places["the SparkApplications"]
+    assert [(what, place) for what, value in secret_values.items() for place, text in places.items()
+            if value in text] == []
+    # the searched texts do name the Secrets, so the search looked where the credentials are referenced
+    for name in (SECRET, KAFKA_USER, KAFKA_CA):
+        assert name in places["the SparkApplications"], name
+    # the pods read the Kafka secrets as files the run config names (the operator's mount)
+    assert "/etc/streamlets/kafka/kafka-user/password" in places["the Secrets the operator wrote"]
 
 
 def test_undeploy_leaves_no_pod(deployed):

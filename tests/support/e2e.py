@@ -10,6 +10,10 @@ import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from blueprint.sandbox.kafka_broker import KafkaBroker
 
 REPO = Path(__file__).resolve().parents[2]
 APPS = "apps"  # the namespace of the applications
@@ -58,13 +62,15 @@ os.environ.setdefault("CONTAINERS_CONF", str(REPO / "dev" / "containers.conf"))
 
 
 @contextmanager
-def node_kafka_broker(cluster, folder: Path) -> Iterator[str]:
-    """A Kafka broker on the node's address, its data in `folder`; yields its bootstrap servers:
-    pods reach it through the node IP, as they would an external Kafka cluster, and the tests too."""
+def node_kafka_broker(cluster, folder: Path, security: str = "none") -> Iterator[KafkaBroker]:
+    """A Kafka broker on the node's address, its data in `folder`, started; pods reach it through
+    the node IP, as they would an external Kafka cluster, and the tests too. `security`: the
+    client listener's (KafkaBroker's SECURITY_MODES: "sasl-ssl" is SCRAM over TLS, its certificate
+    naming the node IP)."""
     from blueprint.sandbox.kafka_broker import KafkaBroker
 
-    broker = KafkaBroker(folder, host=cluster.node_ip).start()
+    broker = KafkaBroker(folder, host=cluster.node_ip, security=security).start()
     try:
-        yield broker.bootstrap_servers
+        yield broker
     finally:
         broker.stop()
