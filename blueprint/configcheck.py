@@ -289,6 +289,14 @@ def _security(values: dict[str, Any]) -> KafkaSecurity:
         raise ValueError(f"kafka.security.{field}: {what}" if field else f"kafka.security: {what}") from None
 
 
+def _is_secret_ref(value: Any) -> bool:
+    try:
+        secret_ref(value)
+    except ValueError:
+        return False
+    return True
+
+
 def is_deploy_security(entries: Iterable[Entry]) -> bool:
     """Whether the `kafka.security.*` entries name Secrets (SECRET_KEYS): a deploy config's form."""
     return any(key in SECRET_KEYS for key in _security_values(entries))
@@ -341,6 +349,9 @@ def check_kafka_security(entries: list[Entry], deploy: bool | None = None) -> li
     config's form (deploy_kafka_security) if `deploy`, else a run config's (kafka_security); None:
     the deploy config's form if any names a Secret (what verify, which reads both, checks)."""
     deploy = is_deploy_security(entries) if deploy is None else deploy
+    values = _security_values(entries)
+    if any(not _is_secret_ref(values[key]) for key in SECRET_KEYS if key in values):
+        return []  # _check_entry names the value that is no SECRET/KEY, once
     try:
         (deploy_kafka_security if deploy else kafka_security)(entries)
     except ValueError as err:
