@@ -29,6 +29,9 @@ The scopes are Cloudflow's, without its `cloudflow.` prefix:
                                                          ca-secret, cert-secret, key-secret, key-password-secret,
                                                          password-secret = SECRET/KEY (spec.kafka.security)
     kafka.embedded-broker.security = none|sasl-ssl|mtls  `blueprint run`'s own broker, secured
+    schema-registry.<key> = value                        the registry of `schema-registry: true` topics: url,
+                                                         ca-file, username, password-file|env
+                                                         (streamlets.schema_registry; `blueprint run`, `verify`)
 
 `check_config` reports every unknown key, wrong type and failing value at once, with the file,
 line and column where the file has them (HOCON positions are found again in the text).
@@ -47,6 +50,9 @@ from yaml.constructor import SafeConstructor
 from pydantic import ValidationError
 
 from streamlets.errors import ConfigError
+from streamlets.schema_registry import CONFIG_KEYS as REGISTRY_KEYS
+from streamlets.schema_registry import PATH_KEYS as REGISTRY_PATH_KEYS
+from streamlets.schema_registry import SchemaRegistry
 from streamlets.kafka_security import CONFIG_KEYS, LOCAL_KEYS, PATH_KEYS, SECRET_KEYS, KafkaSecurity, secret_ref
 from streamlets.runtime.object_store import STORAGE_KEYS, StorageConfigError, object_store
 from streamlets.settings import ASYNC, AT_LEAST_ONCE, SETTINGS, parse_progress_tracking
@@ -57,7 +63,7 @@ from .problems import Problem, make_problem
 from .scopes import (BOOTSTRAP_SERVERS, EMBEDDED_BROKER, EMBEDDED_BROKER_SECURITY, KAFKA, KAFKA_SECURITY,
                      CONFIG_PARAMETERS, DELIVERY, KUBERNETES, ON_FAILURE, PROGRESS_TRACKING, STREAMLET_SETTINGS, TRIGGER,
                      POD_KEYS, POD_METADATA, POD_ROLES, RUNTIME_SECTIONS,
-                     RUNTIMES, SPARK, STORAGE, STREAMLET_SECTIONS, STREAMLETS, TOP_LEVEL, TOPIC_SETTINGS, TOPICS,
+                     RUNTIMES, SCHEMA_REGISTRY, SPARK, STORAGE, STREAMLET_SECTIONS, STREAMLETS, TOP_LEVEL, TOPIC_SETTINGS, TOPICS,
                      VOLUME_MOUNTS, parse_scope, setting_value)
 from .verify import Resolved
 from .errors import BlueprintError
@@ -237,6 +243,12 @@ def _check_entry(r: Resolved, e: Entry) -> list[Problem]:
         return _check_topic_entry(r, e, problem)
     if scope.top == STORAGE:
         return _check_storage_entry(e, problem)
+    if scope.top == SCHEMA_REGISTRY:
+        key = ".".join(e.parts[1:])
+        if key not in REGISTRY_KEYS:
+            return problem("unknown-config-key", f"no schema registry setting {key!r}",
+                           f"use one of {', '.join(REGISTRY_KEYS)}")
+        return []  # the values together: schema_registry
     # kafka
     if scope.section == KAFKA_SECURITY:
         if scope.item in SECRET_KEYS:
@@ -287,6 +299,32 @@ def _security(values: dict[str, Any]) -> KafkaSecurity:
         field = next((k for k, f in CONFIG_KEYS.items() if first["loc"] and f == first["loc"][0]), None)
         what = first["msg"].removeprefix("Value error, ")
         raise ValueError(f"kafka.security.{field}: {what}" if field else f"kafka.security: {what}") from None
+
+
+def schema_registry(entries: Iterable[Entry]) -> SchemaRegistry | None:
+    """The schema registry of a run config's `schema-registry.*` entries (a later entry for a key
+    wins; ca-file and password-file relative to the entry's config file), for the sandbox and
+    `blueprint verify`; None when there is none. ValueError naming the key and what is wrong."""
+    values: dict[str, Any] = {}
+    for e in entries:
+        if e.parts and e.parts[0] == SCHEMA_REGISTRY and ".".join(e.parts[1:]) in REGISTRY_KEYS:
+            key = ".".join(e.parts[1:])
+            value = e.value
+            if key in REGISTRY_PATH_KEYS:
+                base = Path.cwd() if e.source == COMMAND_LINE else Path(e.source).parent
+                value = str((base / str(value)).resolve())
+            values[REGISTRY_KEYS[key]] = str(value)
+    if not values:
+        return None
+    if "url" not in values:
+        raise ValueError(f"{SCHEMA_REGISTRY}: the settings name no url: set {SCHEMA_REGISTRY}.url")
+    try:
+        return SchemaRegistry(**values)
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = next((k for k, f in REGISTRY_KEYS.items() if first["loc"] and f == first["loc"][0]), None)
+        what = first["msg"].removeprefix("Value error, ")
+        raise ValueError(f"{SCHEMA_REGISTRY}.{field}: {what}" if field else f"{SCHEMA_REGISTRY}: {what}") from None
 
 
 def _is_secret_ref(value: Any) -> bool:

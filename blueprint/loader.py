@@ -29,7 +29,7 @@ __all__ = ["TOPIC_ALIASES", "TOPIC_KEYS", "TOP_LEVEL_KEYS", "BlueprintError", "B
            "BlueprintReadError", "import_streamlets", "load_blueprint"]
 
 TOP_LEVEL_KEYS = ("app-id", "streamlets", "topics")
-TOPIC_KEYS = ("producers", "consumers", "name", "partitions", "replication-factor", "config", "managed")
+TOPIC_KEYS = ("producers", "consumers", "name", "partitions", "replication-factor", "config", "managed", "schema-registry")
 TOPIC_ALIASES = {"replicas": "replication-factor"}  # Cloudflow's spelling
 
 
@@ -131,8 +131,9 @@ class _Reader:
             for k, attr in (("partitions", "partitions"), ("replication-factor", "replication_factor")):
                 if k in fields:
                     args[attr] = self.positive_int(fields[k][1], f"{k} of {what}")
-            if "managed" in fields:
-                args["managed"] = self.boolean(fields["managed"][1], f"managed of {what}")
+            for k, attr in (("managed", "managed"), ("schema-registry", "schema_registry")):
+                if k in fields:
+                    args[attr] = self.boolean(fields[k][1], f"{k} of {what}")
             if "config" in fields:
                 config = self.mapping(fields["config"][1], f"config of {what}")
                 args["config"] = {k: t for k, (_, v) in config.items()

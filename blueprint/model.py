@@ -95,6 +95,9 @@ class Topic(Located):
     replication_factor: int | None = Field(default=None, ge=1)
     config: dict[str, str] = {}
     managed: bool = True  # created (never deleted) by the sandbox and the operator; False: must exist
+    # values in the schema registry's wire format, schemas under `<Kafka topic>-value`
+    # (streamlets.schema_registry); False: plain Avro binary, the blueprint's schemas only
+    schema_registry: bool = False
 
     def kafka_name(self, app_id: str) -> str:
         """The Kafka topic name: `name` if given, else `<app id>.<topic id>`."""

@@ -105,6 +105,15 @@ CODES: dict[str, Code] = {
                                "values carry no schema id, so a topic holds one writer schema: "
                                "give the producers the same schema, or use one topic each"),
     "uncomparable-schema": Code("warning", "schemas", "two schemas the Avro checker could not compare"),
+    "registry-incompatible": Code("error", "schemas", "an outlet's schema breaks the compatibility level of its topic's "
+                                  "subject in the schema registry (verify --schema-registry)",
+                                  "evolve the schema as the level allows (BACKWARD: add fields with a default, drop "
+                                  "fields), or change the subject's level with the team that owns it"),
+    "registry-unreadable-version": Code("error", "schemas", "an inlet cannot read a schema version registered under its "
+                                        "topic's subject (verify --schema-registry)",
+                                        "give the inlet defaults for the fields older versions lack"),
+    "registry-unavailable": Code("error", "schemas", "the schema registry cannot be asked (verify --schema-registry)",
+                                 "check schema-registry.url and its credentials"),
     "zero-size-array-items": Code("error", "schemas", "an inlet decodes an array whose items encode to zero bytes "
                                   "(null, fixed of size 0, a record of such fields): a value of a few bytes can announce "
                                   "a million items",

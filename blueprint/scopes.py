@@ -18,6 +18,8 @@ streamlets configure`; each decides what it accepts, this module only says what 
     kafka.embedded-broker.security                 the sandbox's own broker: none | sasl-ssl | mtls
     storage.checkpoints | storage.s3a.<key>         the state root on an object store (the sandbox's;
                                                    streamlets.runtime.object_store declares the keys)
+    schema-registry.<key>                          the schema registry of `schema-registry: true` topics
+                                                   (streamlets.schema_registry.CONFIG_KEYS: url, ca-file...)
 """
 
 from __future__ import annotations
@@ -25,13 +27,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from streamlets import schema_registry as _schema_registry
 from streamlets import settings as _settings
 from streamlets.runtime import object_store as _object_store
 from streamlets.settings import SETTINGS
 
 STREAMLETS, RUNTIMES, TOPICS, KAFKA = "streamlets", "runtimes", "topics", "kafka"
 STORAGE = _object_store.STORAGE
-TOP_LEVEL = (STREAMLETS, RUNTIMES, TOPICS, KAFKA, STORAGE)
+SCHEMA_REGISTRY = _schema_registry.SCOPE  # schema-registry.<key>: streamlets.schema_registry.CONFIG_KEYS
+TOP_LEVEL = (STREAMLETS, RUNTIMES, TOPICS, KAFKA, STORAGE, SCHEMA_REGISTRY)
 DEPLOY_ONLY_TOP_LEVEL = (RUNTIMES, TOPICS, KAFKA)  # the sandbox reads runtimes.spark.config only
 CONFIG_PARAMETERS, VOLUME_MOUNTS, SPARK, KUBERNETES = "config-parameters", "volume-mounts", "spark", "kubernetes"
 STREAMLET_SECTIONS = (CONFIG_PARAMETERS, VOLUME_MOUNTS, SPARK, KUBERNETES)

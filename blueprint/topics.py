@@ -29,7 +29,7 @@ def application_topics(bp: Blueprint) -> list[tuple[str, int, dict[str, str]]]:
 def topic_bindings(bp: Blueprint, name: str, classes: dict[str, type]) -> tuple[dict[str, str], dict[str, dict]]:
     """Port -> Kafka topic of one streamlet instance, and inlet -> its producer's schema where
     that differs from the inlet's, logical types included (verify has checked that the two are
-    compatible)."""
+    compatible); not for a schema registry topic, whose values name their writer schema."""
     topics: dict[str, str] = {}
     writers: dict[str, dict] = {}
     for topic in bp.topics.values():
@@ -45,10 +45,18 @@ def topic_bindings(bp: Blueprint, name: str, classes: dict[str, type]) -> tuple[
                 continue
             topics[path.port] = topic.kafka_name(bp.app_id)
             inlet = classes[name].shape().inlet(path.port)
-            if inlet is not None and len(producer_schemas) == 1:
+            if inlet is not None and len(producer_schemas) == 1 and not topic.schema_registry:  # the ids say
                 (writer,) = producer_schemas.values()
                 # Fingerprints leave logical types out: a writer that differs only in those goes to
                 # the runtime too, which refuses to start rather than decode into another meaning.
                 if writer.fingerprint != inlet.schema.fingerprint or logical_mismatches(writer.schema, inlet.schema.schema):
                     writers[inlet.name] = writer.schema
     return topics, writers
+
+
+def registry_ports(bp: Blueprint, name: str) -> list[str]:
+    """The ports of streamlet instance `name` whose topics carry the schema registry's wire format
+    (`schema-registry: true`), sorted."""
+    ports = {ref.path.port for topic in bp.topics.values() if topic.schema_registry
+             for ref in (*topic.producers, *topic.consumers) if ref.path is not None and ref.path.streamlet == name}
+    return sorted(ports)

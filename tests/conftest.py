@@ -16,7 +16,7 @@ from support import profiles
 # (kube_cluster, cluster_namespace): tests/kube/cluster_fixtures.py; the operator's (cluster, built,
 # api): support/kube_operator.py; MinIO, an S3 server (minio): support/minio.py.
 pytest_plugins = ["support.spark", "support.kafka", "kube.fixtures", "kube.cluster_fixtures", "support.kube_operator",
-                  "support.minio"]
+                  "support.minio", "support.registry"]
 
 profiles.load()
 

@@ -49,16 +49,22 @@ def verify(
     strict: bool = typer.Option(False, "--strict", help="warnings fail the verification too"),
     config: Path | None = typer.Option(None, "--config", "-c", help="a run or deploy config file (HOCON, YAML or "
                                        "JSON) to check against the blueprint's streamlets, topics and parameters"),
+    schema_registry: str | None = typer.Option(None, "--schema-registry", metavar="URL", help="check the "
+                                               "`schema-registry: true` topics against this registry (Confluent's "
+                                               "REST API); the config's schema-registry.url otherwise, its "
+                                               "ca-file and credentials either way"),
 ) -> None:
     """Check everything that can be checked before anything runs: the file's structure, that
     classes load and declare valid ports, parameters and mounts, that ports connect, that each
     topic's schemas are compatible in the direction data flows, that there are no cycles, and
-    (with --config or KEY=VALUE) the settings of a run or deploy.
+    (with --config or KEY=VALUE) the settings of a run or deploy; with --schema-registry (or the
+    config's schema-registry.url), the `schema-registry: true` topics' schemas against the registry's
+    subjects and their compatibility levels.
 
     Streamlet class paths (module.Class) resolve against the blueprint's folder. Exit status:
     0 sound, 1 problems (errors, or warnings with --strict), 2 usage or I/O error.
     """
-    exit_with(lambda: _verify(file, format, strict, config, overrides or []),
+    exit_with(lambda: _verify(file, format, strict, config, overrides or [], schema_registry),
               internal=lambda e: f"internal error while verifying {file}: {type(e).__name__}: {e}")
 
 
@@ -204,8 +210,12 @@ def _run(file: Path, config: Path | None, overrides: list[str], state_dir: Path 
 REPORT_VERSION = 1  # of the JSON report; its schema is blueprint/verify-report.schema.json
 
 
-def _verify(file: Path, fmt: OutputFormat, strict: bool, config: Path | None, overrides: list[str]) -> int:
-    from ..configcheck import ConfigReadError, config_problems
+def _verify(file: Path, fmt: OutputFormat, strict: bool, config: Path | None, overrides: list[str],
+            registry_url: str | None = None) -> int:
+    from ..configcheck import ConfigReadError, config_entries, config_problems, schema_registry
+    from streamlets.schema_registry import SchemaRegistry
+
+    from ..registry_check import registry_problems
     from ..verify import check, resolve
 
     blueprint: Blueprint | None = None
@@ -228,6 +238,16 @@ def _verify(file: Path, fmt: OutputFormat, strict: bool, config: Path | None, ov
             except ConfigReadError as e:
                 print(f"error: {e}", file=sys.stderr)
                 return EXIT_USAGE
+        try:  # the registry: --schema-registry, else the config's schema-registry.url
+            entries = config_entries([config] if config is not None else [], overrides)[0]
+            registry = schema_registry(entries)
+            if registry_url is not None:
+                registry = SchemaRegistry(**{**(registry.model_dump() if registry else {}), "url": registry_url})
+        except (ConfigReadError, ValueError) as e:
+            print(f"error: {str(e).removeprefix('Value error, ')}", file=sys.stderr)
+            return EXIT_USAGE
+        if registry is not None:
+            problems = report_order(problems + registry_problems(resolved, registry))
     errors = sum(p.severity == "error" for p in problems)
     warnings = len(problems) - errors
     failed = errors > 0 or (strict and warnings > 0)

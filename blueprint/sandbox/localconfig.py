@@ -28,7 +28,7 @@ from streamlets.settings import BY_FIELD, SETTINGS
 from ..configcheck import COMMAND_LINE, ConfigReadError, Entry, config_entries
 from ..errors import BlueprintError
 from ..loader import HOCON_SUFFIXES
-from ..scopes import (CONFIG_PARAMETERS, DEPLOY_ONLY_TOP_LEVEL, KUBERNETES, RUNTIMES, STORAGE, STREAMLETS,
+from ..scopes import (CONFIG_PARAMETERS, DEPLOY_ONLY_TOP_LEVEL, KUBERNETES, RUNTIMES, SCHEMA_REGISTRY, STORAGE, STREAMLETS,
                       VOLUME_MOUNTS, parse_scope, setting_value, spark_text)
 from ..scopes import STREAMLET_SECTIONS as SECTIONS
 
@@ -143,14 +143,14 @@ def load_settings(config_file: Path | None, overrides: Iterable[str], streamlets
             else f"not valid {kind}: {p.message}" + (f" (line {p.line})" if p.line else "")
         raise LocalConfigError(f"{p.file}: {what}")
     unknown_top = sorted({e.parts[0] for e in entries
-                          if e.source != COMMAND_LINE and e.parts[0] not in (STREAMLETS, STORAGE, *DEPLOY_ONLY_TOP_LEVEL)})
+                          if e.source != COMMAND_LINE and e.parts[0] not in (STREAMLETS, STORAGE, SCHEMA_REGISTRY, *DEPLOY_ONLY_TOP_LEVEL)})
     if unknown_top:
         raise LocalConfigError(f"{config_file}: unknown top-level key(s) {', '.join(unknown_top)}; expected "
-                               f"'streamlets' (or {', '.join((STORAGE, *DEPLOY_ONLY_TOP_LEVEL))})")
+                               f"'streamlets' (or {', '.join((STORAGE, SCHEMA_REGISTRY, *DEPLOY_ONLY_TOP_LEVEL))})")
     for e in entries:
         scope = parse_scope(e.parts)
-        if scope.top != STREAMLETS and e.source != COMMAND_LINE or scope.top == STORAGE:
-            continue  # storage: storage_from_entries
+        if scope.top != STREAMLETS and e.source != COMMAND_LINE or scope.top in (STORAGE, SCHEMA_REGISTRY):
+            continue  # storage: storage_from_entries; schema-registry: configcheck.schema_registry
         where = f"{e.source}: {e.key!r}"
         if scope.owner is not None and scope.owner not in names and (scope.is_streamlet() or scope.is_streamlet_setting()):
             raise LocalConfigError(f"{where}: the blueprint has no streamlet {scope.owner!r} (it has {', '.join(names)})")

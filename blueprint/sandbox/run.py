@@ -34,10 +34,11 @@ from rich.live import Live
 from blueprint.configcheck import Entry
 from blueprint.model import Blueprint
 from blueprint.scopes import EMBEDDED_BROKER, KAFKA
-from blueprint.topics import application_topics, dead_letter_topic, topic_bindings
+from blueprint.topics import application_topics, dead_letter_topic, registry_ports, topic_bindings
 from streamlets.config import StreamletConfig
 from streamlets.errors import StreamletError
 from streamlets.kafka_security import KafkaConnection, KafkaSecurity
+from streamlets.schema_registry import SchemaRegistry
 from streamlets.runtime.layout import StateLayout
 from streamlets.runtime.object_store import ObjectStore
 from streamlets.runtime.runconfig import StreamletRunConfig
@@ -125,6 +126,7 @@ def run_config_for(bp: Blueprint, name: str, classes: dict[str, type], settings:
         class_name=cls.class_name(),
         topics=topics,
         writer_schemas=writers,
+        registry_ports=registry_ports(bp, name),
         bootstrap_servers=bootstrap,
         config_parameters=settings.config_parameters,
         volume_mounts=mounts,
@@ -214,6 +216,37 @@ class Sandbox:
             h = logging.FileHandler(self.layout.log(name))
             h.setFormatter(fmt)
             lg.addHandler(h)
+
+    def _schema_registry(self) -> SchemaRegistry | None:
+        """The schema registry of the config (schema-registry.*), checked reachable with its
+        credentials when a topic of the blueprint carries its wire format; SandboxError naming the
+        registry and the cause (nothing has started), or a registry topic without one configured."""
+        from blueprint.configcheck import config_entries, schema_registry
+
+        from streamlets.schema_registry import SchemaRegistryError
+
+        entries = self.options.entries
+        if entries is None:
+            entries = config_entries([self.options.config_file] if self.options.config_file else [],
+                                     self.options.overrides)[0]
+        try:
+            registry = schema_registry(entries)
+        except ValueError as err:
+            raise SandboxError(str(err)) from None
+        topics = sorted(t.id for t in self.bp.topics.values() if t.schema_registry)
+        if topics and registry is None:
+            raise SandboxError(f"topic(s) {', '.join(topics)} of {self.bp.path.name} carry the schema registry's wire "
+                               "format (schema-registry: true), but no schema registry is configured: set "
+                               "schema-registry.url in the config, or give schema-registry.url=URL after the blueprint")
+        if topics and registry is not None:
+            try:
+                registry.client().get_subjects()
+            except SchemaRegistryError as err:
+                raise SandboxError(str(err)) from None
+            except Exception as err:
+                raise SandboxError(f"schema registry {registry.url} cannot be reached: {type(err).__name__}: "
+                                   f"{str(err).splitlines()[0] if str(err) else ''}") from None
+        return registry
 
     def _kafka_settings(self) -> tuple[KafkaSecurity | None, str]:
         """The external broker's security (kafka.security.*; None: PLAINTEXT) and the embedded
@@ -336,6 +369,7 @@ class Sandbox:
         if unknown:  # before anything starts or is restored
             raise SandboxError(f"--state-partitions names no streamlet of the blueprint: {', '.join(unknown)}")
         self._kafka = self._kafka_settings()  # before the state folder is touched
+        registry = self._schema_registry()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._disk = DiskWatch(self.state_dir)  # a full disk is named as such, with the folder
         full = self._disk.check()
@@ -366,7 +400,8 @@ class Sandbox:
             from .topics import TopicWatcher
 
             self._watcher = TopicWatcher(kafka)
-            runs = [run.model_copy(update={"bootstrap_servers": kafka.bootstrap_servers, "kafka_security": kafka.security})
+            runs = [run.model_copy(update={"bootstrap_servers": kafka.bootstrap_servers, "kafka_security": kafka.security,
+                                           "schema_registry": registry})
                     for run in runs]
             if self.options.fresh and self.durable is not self.layout:  # the new broker's topics are empty
                 from streamlets.runtime.storage import storage_for

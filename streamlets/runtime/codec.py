@@ -1,7 +1,8 @@
 """The Avro codec on the data path, as Spark expressions evaluated in the JVM.
 
 Values are Avro binary without container header (as Cloudflow): decoded with Spark's
-`from_avro`, encoded with `to_avro`, both given the port's schema as JSON.
+`from_avro`, encoded with `to_avro`, both given the port's schema as JSON. Schema registry topics
+(streamlets.schema_registry) add the wire format's header: runtime.schema_registry.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ from ..schema import AvroSchema
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
+    from ..schema_registry import SchemaRegistry
+
 RECORD = "__record"
 MALFORMED = "__malformed"
+READER_VALUE = "__reader_value"  # a registry topic's value in the inlet schema's encoding
 
 
 def _null_index(field_type: Any) -> int | None:
@@ -144,7 +148,8 @@ def check_logical_types(writer: AvroSchema, reader: AvroSchema, where: str = "in
 
 
 def decode_value(raw: "DataFrame", schema: AvroSchema, permissive: bool, writer: AvroSchema | None = None,
-                 check_trailing_bytes: bool = False, where: str = "inlet") -> "DataFrame":
+                 check_trailing_bytes: bool = False, where: str = "inlet",
+                 registry: "SchemaRegistry | None" = None) -> "DataFrame":
     """`raw` (a Kafka-shaped DataFrame with a binary `value`) plus RECORD (the decoded struct)
     and, when permissive, MALFORMED (boolean: the value does not decode).
 
@@ -155,35 +160,50 @@ def decode_value(raw: "DataFrame", schema: AvroSchema, permissive: bool, writer:
     (see encoded_length); it costs about a fifth of a simple map's throughput.
     Raises SchemaMismatchError (naming `where`) before any decoding when `writer` and `schema`
     differ in logical types (check_logical_types): Avro resolution would ignore them.
+
+    `registry`: the topic carries the schema registry's wire format (streamlets.schema_registry):
+    each value is first turned into `schema`'s encoding by the writer schema its id names
+    (runtime.schema_registry.to_reader, in the JVM; `writer` does not apply); a value with no
+    such reading is malformed.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro
 
-    if writer is not None:
+    if writer is not None and registry is None:
         check_logical_types(writer, schema, where)
     options = {"mode": "PERMISSIVE" if permissive else "FAILFAST"}
-    if writer is not None and writer.fingerprint != schema.fingerprint:
+    if writer is not None and registry is None and writer.fingerprint != schema.fingerprint:
         options["avroSchema"] = schema.json
     else:
         writer = schema
-    df = raw.withColumn(RECORD, from_avro(F.col("value"), writer.json, options))
+    value = F.col("value")
+    if registry is not None:
+        from .schema_registry import to_reader
+
+        raw = raw.withColumn(READER_VALUE, to_reader(raw.sparkSession, value, registry, schema))
+        value = F.col(READER_VALUE)
+        if not permissive:  # FAILFAST: a value with no reading fails the query, as from_avro does
+            value = F.when(value.isNotNull() | F.col("value").isNull(), value).otherwise(
+                F.raise_error(F.lit(f"{where}: a value is not in the schema registry's wire format of a schema "
+                                    f"the inlet can read (error handling \"fail\")")))
+    df = raw.withColumn(RECORD, from_avro(value, writer.json, options))
     if not permissive:
-        return df
+        return df.drop(READER_VALUE)
     all_null = F.lit(True)
     for name in schema.field_names:
         all_null = all_null & F.col(f"{RECORD}.`{name}`").isNull()
     valid_all_null = all_null_encoding(writer)
-    malformed = F.col("value").isNull() | F.col(RECORD).isNull()
+    malformed = value.isNull() | F.col(RECORD).isNull()
     if check_trailing_bytes:
         # A value with bytes after a complete record is not that record (JSON text, a Confluent
         # schema-registry header, two records glued): measure what the decoder must have used.
-        as_written = F.col(RECORD) if writer is schema else from_avro(F.col("value"), writer.json, {"mode": "PERMISSIVE"})
-        malformed = malformed | F.coalesce(encoded_length(as_written, writer) != F.length("value"), F.lit(True))
+        as_written = F.col(RECORD) if writer is schema else from_avro(value, writer.json, {"mode": "PERMISSIVE"})
+        malformed = malformed | F.coalesce(encoded_length(as_written, writer) != F.length(value), F.lit(True))
     if valid_all_null is None:
         malformed = malformed | all_null
     else:
-        malformed = malformed | (all_null & (F.col("value") != F.lit(valid_all_null)))
-    return df.withColumn(MALFORMED, malformed)
+        malformed = malformed | (all_null & (value != F.lit(valid_all_null)))
+    return df.withColumn(MALFORMED, malformed).drop(READER_VALUE)
 
 
 def record_columns(df: "DataFrame", schema: AvroSchema) -> "DataFrame":
@@ -193,10 +213,13 @@ def record_columns(df: "DataFrame", schema: AvroSchema) -> "DataFrame":
     return df.select(*[F.col(f"{RECORD}.`{n}`").alias(n) for n in schema.field_names])
 
 
-def encode_outlet(df: "DataFrame", schema: AvroSchema, key: tuple[str, ...], where: str) -> "DataFrame":
+def encode_outlet(df: "DataFrame", schema: AvroSchema, key: tuple[str, ...], where: str,
+                  schema_id: int | None = None) -> "DataFrame":
     """`df` as Kafka rows: `key` (string from the partition-key fields, or null) and `value`
-    (to_avro of the schema's fields in schema order). Raises SchemaMismatchError naming the
-    missing columns before any query starts (`where` names the streamlet and outlet)."""
+    (to_avro of the schema's fields in schema order; with `schema_id`, the schema registry's wire
+    format: its 5-byte header, streamlets.schema_registry.header, first). Raises
+    SchemaMismatchError naming the missing columns before any query starts (`where` names the
+    streamlet and outlet)."""
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import to_avro
 
@@ -208,6 +231,10 @@ def encode_outlet(df: "DataFrame", schema: AvroSchema, key: tuple[str, ...], whe
             f"it has {', '.join(df.columns)}"
         )
     value = to_avro(F.struct(*[F.col(f"`{f}`") for f in fields]), schema.json)
+    if schema_id is not None:
+        from ..schema_registry import header
+
+        value = F.concat(F.lit(header(schema_id)), value)
     if not key:
         key_col = F.lit(None).cast("string")
     elif len(key) == 1:

@@ -12,6 +12,7 @@ from ..config import StreamletConfig
 from .deadletter import DeadLetterWriter, InletRead, observation_name
 from .exactly_once import EXACTLY_ONCE, delivery_for, transactional_stream_writer
 from . import progress_tracking
+from .. import schema_registry
 from ..ports import AvroInlet, AvroOutlet, Port
 from .runconfig import StreamletRunConfig
 from ..schema import AvroSchema
@@ -126,7 +127,11 @@ class StreamletContext:
     def read_stream(self, inlet: AvroInlet) -> "DataFrame":
         """A streaming DataFrame of the inlet's records: one column per Avro field, in schema order.
 
-        Decoded in the JVM by Spark's from_avro. With error handling "dead-letter" (the default)
+        Decoded in the JVM by Spark's from_avro; on a schema registry topic (blueprint
+        `schema-registry: true`) each value is first read with the writer schema its id names,
+        resolved to the inlet's (runtime.schema_registry), and SchemaMismatchError is raised
+        before reading when a version registered under the subject differs from the inlet's
+        schema in logical types. With error handling "dead-letter" (the default)
         malformed values are left out of the DataFrame, counted in the observed metric
         `dead-letters:<inlet>` and written to the dead-letter topic; with "fail" the query stops on
         the first one (from_avro's FAILFAST). Reads from the earliest offset on a first start
@@ -140,11 +145,16 @@ class StreamletContext:
 
         topic = self.topic(inlet)
         self._topics_read.append(topic)
-        writer = self.run.writer_schemas.get(inlet.name)
+        registry = self.run.registry(inlet.name)
+        writer = None if registry is not None else self.run.writer_schemas.get(inlet.name)
         writer_schema = AvroSchema.load(writer) if writer else None
         where = f"streamlet {self.name!r}, inlet {inlet.name!r} (topic {topic!r})"
         if writer_schema is not None:
             check_logical_types(writer_schema, inlet.schema, where)  # before anything is read or registered
+        if registry is not None:  # every version registered so far; later ones are resolved as they come
+            for version, schema_id, registered_schema in schema_registry.registered(registry, topic):
+                check_logical_types(AvroSchema.load(registered_schema), inlet.schema,
+                                    f"{where}, subject {schema_registry.subject(topic)} version {version} (id {schema_id})")
         name = self.source_name(INLET, inlet.name)
         self._source_topics[name] = topic
         raw = self.transport.read_stream(self.spark, topic, self.run.max_offsets_per_trigger, name=name)
@@ -154,12 +164,12 @@ class StreamletContext:
             raw = skip_quarantined(raw, topic, read_ledger(self.run.checkpoint_root, self.spark))
         if inlet.error_handling == "fail":
             decoded = decode_value(raw.where(F.col("value").isNotNull()), inlet.schema, permissive=False, writer=writer_schema,
-                                   where=where)
+                                   where=where, registry=registry)
             return record_columns(decoded, inlet.schema)
         self._inlet_reads.append(InletRead(self.name, inlet.name, topic, inlet.schema, writer_schema,
-                                           inlet.check_trailing_bytes))
+                                           inlet.check_trailing_bytes, registry))
         decoded = decode_value(raw, inlet.schema, permissive=True, writer=writer_schema,
-                               check_trailing_bytes=inlet.check_trailing_bytes, where=where).observe(
+                               check_trailing_bytes=inlet.check_trailing_bytes, where=where, registry=registry).observe(
             observation_name(inlet.name),
             F.count(F.lit(1)).alias("records"),
             F.sum(F.col(MALFORMED).cast("long")).alias("malformed"),
@@ -210,13 +220,24 @@ class StreamletContext:
         An outlet the blueprint connects to no topic (verify's `unconnected-outlet` warning) still
         runs its query, with Spark's noop sink: its records are discarded.
 
+        On a schema registry topic the outlet's schema is registered under the topic's subject
+        first (SchemaRegistryError, before any query starts, when the subject's compatibility
+        level refuses it) and values carry the wire format's header with its id.
+
         On Kafka the outlet is exactly-once unless the run config's `delivery` is at-least-once
         or the streamlet runs in Real-Time Mode: each micro-batch is one Kafka transaction
         (runtime.exactly_once, through foreachBatch); otherwise Spark's Kafka sink (at-least-once;
         Real-Time Mode queries cannot use foreachBatch). At-least-once outlets may track progress
         asynchronously (run config `progress_tracking`, runtime.progress_tracking).
         """
-        encoded = encode_outlet(df, outlet.schema, outlet.key, f"streamlet {self.name!r}, outlet {outlet.name!r}")
+        where = f"streamlet {self.name!r}, outlet {outlet.name!r}"
+        registry = self.run.registry(outlet.name) if outlet.name in self.run.topics else None
+        schema_id = None
+        if registry is not None and not self.run.dry_run:  # the registry's compatibility rules first
+            schema_id = schema_registry.register(registry, self.topic(outlet), outlet.schema)
+        elif registry is not None:
+            schema_id = 0  # a dry run writes nothing: no registration
+        encoded = encode_outlet(df, outlet.schema, outlet.key, where, schema_id)
         query_name = query_name or outlet.name
         real_time = self.trigger.real_time_mode and not self.run.dry_run
         mode = output_mode or ("update" if real_time else "append")

@@ -28,6 +28,8 @@ from ..schema import AvroSchema, decode
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from ..schema_registry import SchemaRegistry
+
 log = logging.getLogger(__name__)
 
 DEAD_LETTER_SCHEMA = AvroSchema.load(
@@ -68,6 +70,7 @@ class InletRead:
     schema: AvroSchema
     writer: AvroSchema | None = None  # the producer's schema, when it differs
     check_trailing_bytes: bool = False
+    registry: "SchemaRegistry | None" = None  # the topic carries the registry's wire format
 
 
 @dataclass(frozen=True)
@@ -232,8 +235,17 @@ class DeadLetterWriter:
             return 0
         raw = self.transport.read_range(self.spark, read.topic, request.start, request.end)
         bad = decode_value(raw, read.schema, permissive=True, writer=read.writer,
-                           check_trailing_bytes=read.check_trailing_bytes).where(F.col(MALFORMED)).drop(RECORD, MALFORMED)
-        describe = udf(_describer(read.writer or read.schema, max_value_bytes()), "string")
+                           check_trailing_bytes=read.check_trailing_bytes,
+                           registry=read.registry).where(F.col(MALFORMED)).drop(RECORD, MALFORMED)
+        if read.registry is not None:  # the header, the id, the writer schema: the JVM's reason
+            from .schema_registry import problem
+
+            def describe(value):
+                return F.coalesce(problem(self.spark, value, read.registry, read.schema),
+                                  F.lit(f"decodes as {read.schema.name} only with a different field layout "
+                                        "(Spark read it as all nulls)"))
+        else:
+            describe = udf(_describer(read.writer or read.schema, max_value_bytes()), "string")
         envelope = bad.select(
             F.lit(self.app_id).alias("app_id"),
             F.lit(read.streamlet).alias("streamlet"),

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from ..kafka_security import KafkaConnection, KafkaSecurity
+from ..schema_registry import SchemaRegistry, SchemaRegistryError
 from ..settings import BY_FIELD, DELIVERY, ON_FAILURE, PROGRESS_TRACKING, TRIGGER, Setting
 from .layout import StateLayout
 
@@ -79,6 +80,11 @@ class StreamletRunConfig(BaseModel):
     kafka_security: KafkaSecurity = Field(default_factory=KafkaSecurity, description="how every Kafka client "
                                           "connects (streamlets.kafka_security): TLS, SASL; secrets by file or "
                                           "environment variable, never their values")
+    schema_registry: SchemaRegistry | None = Field(default=None, description="the schema registry of the ports in "
+                                                  "`registry_ports` (streamlets.schema_registry): its URL, where its "
+                                                  "secrets are, never their values")
+    registry_ports: list[str] = Field(default_factory=list, description="ports whose topics carry the schema "
+                                      "registry's wire format (blueprint topic `schema-registry: true`)")
     config_parameters: dict[str, Any] = Field(default_factory=dict, description="raw values by key; defaults fill the rest")
     volume_mounts: dict[str, str] = Field(default_factory=dict, description="mount name -> local folder or path")
     checkpoint_root: str
@@ -121,6 +127,17 @@ class StreamletRunConfig(BaseModel):
         if not self.bootstrap_servers:
             return None
         return KafkaConnection(bootstrap_servers=self.bootstrap_servers, security=self.kafka_security)
+
+    def registry(self, port: str) -> SchemaRegistry | None:
+        """The schema registry of `port`'s topic, or None when the topic is plain Avro. Raises
+        SchemaRegistryError when the port is a registry port but no registry is configured."""
+        if port not in self.registry_ports:
+            return None
+        if self.schema_registry is None:
+            raise SchemaRegistryError(f"streamlet {self.streamlet!r}, port {port!r}: its topic carries the schema "
+                                      "registry's wire format (schema-registry: true) but no schema registry is "
+                                      "configured: set schema-registry.url in the config")
+        return self.schema_registry
 
     def checkpoint_location(self, query: str) -> str:
         """The checkpointLocation of query `query`: `<checkpoint_root>/<query>` (a local path or a Hadoop

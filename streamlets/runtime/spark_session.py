@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from .. import avro_limits
 from ..cache import cache_root
+from . import jvm_jars
 from .jars import S3A_EXCLUDES, connector_packages, connectors_in_spark_home, s3a_packages, spark_version
 
 if TYPE_CHECKING:
@@ -53,6 +54,16 @@ def cached_connector_jars(s3a: bool = False) -> list[str] | None:
     return jars if jars and all(Path(j).is_file() for j in jars) else None
 
 
+def own_jars() -> list[Path]:
+    """The project's jars every session carries, where they are not among Spark's jars already:
+    the schema registry UDFs (runtime.schema_registry; left out when no javac can build them)."""
+    from .jvm_jars import built_jars_dir
+    from .schema_registry import registry_jar
+
+    jar = registry_jar()
+    return [jar] if jar is not None and jar.parent == built_jars_dir() else []
+
+
 def _remember_connector_jars(resolved: str, s3a: bool = False) -> None:
     """Record the jars Ivy resolved, minus those PySpark already ships (hadoop-client, lz4...)."""
     import pyspark
@@ -61,6 +72,8 @@ def _remember_connector_jars(resolved: str, s3a: bool = False) -> None:
     jars = []
     for uri in filter(None, resolved.split(",")):
         path = Path(uri.removeprefix("file://"))
+        if path.parent == jvm_jars.built_jars_dir():  # ours (runtime.jvm_jars), added on every start
+            continue
         if path.name.partition("_")[2] not in shipped:
             jars.append(str(path))
     if jars:
@@ -211,9 +224,10 @@ def build_spark_session(
     s3a = store is not None and store.is_s3a
     in_spark_home = connectors_in_spark_home(s3a=s3a)  # the streamlet image: nothing to add
     jars = None if in_spark_home else cached_connector_jars(s3a)
-    if jars:
-        settings["spark.jars"] = ",".join(jars)
-    elif not in_spark_home:
+    own = [str(j) for j in own_jars()]
+    if jars or own:
+        settings["spark.jars"] = ",".join([*(jars or []), *own])
+    if not jars and not in_spark_home:
         settings["spark.jars.packages"] = ",".join(connector_packages() + (s3a_packages() if s3a else []))
         if s3a:
             settings["spark.jars.excludes"] = ",".join(S3A_EXCLUDES)

@@ -19,8 +19,13 @@ def blueprint_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "blueprint.cli", *args]
 
 
-def run_blueprint(*args: str, timeout: float = 600, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(blueprint_cmd(*args), capture_output=True, text=True, timeout=timeout, cwd=cwd)
+def run_blueprint(*args: str, timeout: float = 600, cwd: Path | None = None,
+                  pythonpath: Path | None = None) -> subprocess.CompletedProcess:
+    """`blueprint ARGS` in a child process; `pythonpath` (an application's folder) first on its PYTHONPATH."""
+    env = None
+    if pythonpath is not None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(pythonpath), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run(blueprint_cmd(*args), capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
 
 
 def start_blueprint(*args: str, log: Path, cwd: Path | None = None) -> subprocess.Popen:
