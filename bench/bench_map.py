@@ -3,6 +3,7 @@
     python bench/bench_map.py [--records 1000000] [--rounds 3] [--partitions 2]
                               [--max-offsets-per-trigger N] [--variants baseline,streamlet]
                               [--on-failure quarantine] [--storage RUN_CONFIG]
+                              [--security none|mtls|sasl-ssl] [--registry]
 
 Both jobs read the same Kafka topic of Avro-encoded flight events (12 fields: strings, ints,
 nullable strings and doubles, timestamp-millis, boolean), add `dep_delay_hours` (dep_delay / 60)
@@ -31,6 +32,13 @@ values of the input records they came from, with the Kafka key = flight_id.
 `--storage RUN_CONFIG`: every job's checkpoint under the `storage.checkpoints` root of that run
 config (an object store, `s3a://bucket/prefix`, with its `storage.s3a.*` settings and the
 credentials of the environment: streamlets.runtime.object_store) instead of the temporary folder.
+
+`--security mtls|sasl-ssl`: the broker's client listener is TLS (with client certificates) or
+SCRAM-SHA-512 over TLS, and every job connects through it (the hand-written jobs with the Kafka
+client's own kafka.security.protocol and ssl.* options). `--registry`: the topics carry the schema
+registry's wire format (Apicurio Registry started here): the streamlet with registry topics
+(runtime.schema_registry: each value's writer schema resolved in the JVM), the baseline by hand
+(the 5-byte header cut off, the one writer schema known; the out subject's id put before to_avro).
 
 The printed ratio is median streamlet records/s / median baseline records/s (goal >= 0.95).
 Results also go to bench/results/map.json. `--variants all` adds intermediate hand-written jobs
@@ -69,12 +77,15 @@ from map_jobs import DEAD_LETTERS, DEFAULT_VARIANTS, JOBS, Job  # noqa: E402
 # Kafka: fill the input topic, check an output topic
 
 
-def produce_records(bootstrap: str, topic: str, n: int, partitions: int, start: int = 0) -> float:
-    """Write records start..start+n-1 to `topic` (record i to partition i % partitions); seconds taken."""
+def produce_records(bootstrap, topic: str, n: int, partitions: int, start: int = 0, prefix: bytes = b"") -> float:
+    """Write records start..start+n-1 to `topic` (record i to partition i % partitions), each value
+    `prefix` (the registry's wire-format header) and the Avro encoding; seconds taken."""
     from confluent_kafka import Producer
 
+    from streamlets.kafka_logging import client_config
+
     parsed = fastavro.parse_schema(FLIGHT_EVENT)
-    producer = Producer({
+    producer = Producer(client_config({
         "bootstrap.servers": bootstrap,
         "linger.ms": 50,
         "batch.size": 1_000_000,
@@ -83,13 +94,14 @@ def produce_records(bootstrap: str, topic: str, n: int, partitions: int, start: 
         "acks": "1",
         "enable.idempotence": False,
         "compression.type": "none",
-    })
+    }))
     t0 = time.perf_counter()
     buf = io.BytesIO()
     for i in range(start, start + n):
         rec = flight_record(i)
         buf.seek(0)
         buf.truncate()
+        buf.write(prefix)
         fastavro.schemaless_writer(buf, parsed, rec)
         while True:
             try:
@@ -105,12 +117,14 @@ def produce_records(bootstrap: str, topic: str, n: int, partitions: int, start: 
     return time.perf_counter() - t0
 
 
-def committed_count(bootstrap: str, topic: str, ends: dict[int, int]) -> int:
+def committed_count(bootstrap, topic: str, ends: dict[int, int]) -> int:
     """Records a read_committed consumer reads from `topic` (below `ends`)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-count", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "fetch.max.bytes": 52428800})
+    from streamlets.kafka_logging import client_config
+
+    consumer = Consumer(client_config({"bootstrap.servers": bootstrap, "group.id": "bench-count", "enable.auto.commit": False,
+                                       "isolation.level": "read_committed", "fetch.max.bytes": 52428800}))
     count = 0
     try:
         for p, end in ends.items():
@@ -128,14 +142,23 @@ def committed_count(bootstrap: str, topic: str, ends: dict[int, int]) -> int:
     return count
 
 
-def check_output(bootstrap: str, topic: str, n: int, sample: int = 300) -> int:
-    """Check `topic` holds exactly n records and that samples decode to the expected mapped records.
+def check_output(bootstrap, topic: str, n: int, sample: int = 300, registry=None) -> int:
+    """Check `topic` holds exactly n records and that samples decode to the expected mapped records
+    (with `registry`, a streamlets.schema_registry.SchemaRegistry: values in its wire format, the
+    header naming the schema registered under the topic's subject).
 
     Samples `sample` records at the start, middle and end of every partition. Returns how many
     records were checked; raises AssertionError on the first difference."""
     from confluent_kafka import Consumer, TopicPartition
 
     from blueprint.sandbox.kafka_broker import end_offsets
+    from streamlets.kafka_logging import client_config
+    from streamlets.schema_registry import header, registered
+
+    prefix = b""
+    if registry is not None:
+        ((_, schema_id, _),) = registered(registry, topic)
+        prefix = header(schema_id)
 
     ends = end_offsets(bootstrap, topic)
     total = sum(ends.values())
@@ -144,8 +167,8 @@ def check_output(bootstrap: str, topic: str, n: int, sample: int = 300) -> int:
         total = committed_count(bootstrap, topic, ends)
     assert total == n, f"{topic}: {total} records, expected {n}"
     parsed = fastavro.parse_schema(MAPPED_FLIGHT)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-check", "enable.auto.commit": False,
-                         "isolation.level": "read_committed"})
+    consumer = Consumer(client_config({"bootstrap.servers": bootstrap, "group.id": "bench-check",
+                                       "enable.auto.commit": False, "isolation.level": "read_committed"}))
     checked = 0
     try:
         for p, end in ends.items():
@@ -162,7 +185,9 @@ def check_output(bootstrap: str, topic: str, n: int, sample: int = 300) -> int:
                     for msg in consumer.consume(min(want - got, 500), timeout=1.0):
                         if msg.error() is not None:
                             raise AssertionError(f"{topic}[{p}]: {msg.error()}")
-                        value = fastavro.schemaless_reader(io.BytesIO(msg.value()), parsed, None)
+                        raw = msg.value()
+                        assert raw[:len(prefix)] == prefix, f"{topic}[{p}]@{msg.offset()}: header {raw[:5]!r}"
+                        value = fastavro.schemaless_reader(io.BytesIO(raw[len(prefix):]), parsed, None)
                         record = {k: epoch_millis(v) for k, v in value.items()}
                         i = record_index(record[KEY_FIELD])
                         expected = expected_output(i)
@@ -202,7 +227,7 @@ def jvm_pid(spark) -> int:
     return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
 
 
-def run_once(job: Job, bootstrap: str, in_topic: str, out_topic: str, partitions: int, checkpoint: str,
+def run_once(job: Job, bootstrap, in_topic: str, out_topic: str, partitions: int, checkpoint: str,
              n: int, check: bool = True) -> dict[str, Any]:
     from blueprint.sandbox.kafka_broker import create_topics
 
@@ -222,7 +247,7 @@ def run_once(job: Job, bootstrap: str, in_topic: str, out_topic: str, partitions
             raise RuntimeError(f"{job.name}: query {q.name} failed: {q.exception()}")
     spark_ms = _progress_ms(queries)
     job.finish()
-    checked = check_output(bootstrap, out_topic, n) if check else 0
+    checked = check_output(bootstrap, out_topic, n, registry=job.registry) if check else 0
     return {"seconds": seconds, "rps": n / seconds, "cpu_seconds": cpu, "rpcs": n / cpu, "checked": checked,
             "spark_ms": spark_ms}
 
@@ -253,16 +278,38 @@ def run_quix(bootstrap: str, in_topic: str, out_topic: str, partitions: int, n: 
     return {"seconds": seconds, "rps": n / seconds, "checked": checked}
 
 
-def delete_topics(bootstrap: str, topics: list[str]) -> None:
+def delete_topics(bootstrap, topics: list[str]) -> None:
+    """Delete finished output topics (only to keep the broker's disk use down: failures are ignored)."""
     from confluent_kafka.admin import AdminClient
 
-    """Delete finished output topics (only to keep the broker's disk use down: failures are ignored)."""
+    from streamlets.kafka_logging import client_config
+
     if topics:
-        for fut in AdminClient({"bootstrap.servers": bootstrap}).delete_topics(topics, operation_timeout=30).values():
+        for fut in AdminClient(client_config({"bootstrap.servers": bootstrap})).delete_topics(
+                topics, operation_timeout=30).values():
             try:
                 fut.exception(60)
             except Exception as e:  # a slow broker under load: the topic just stays
                 print(f"  (deleting topics {topics} did not finish: {type(e).__name__})", flush=True)
+
+
+def start_registry(tmp: Path):
+    """Apicurio Registry (tests/support/registry.py) for --registry: (its SchemaRegistry, the
+    process, the wire-format header of the input's schema, registered under every input topic's
+    subject)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from support.registry import start_registry as start
+
+    from streamlets.schema import AvroSchema
+    from streamlets.schema_registry import SchemaRegistry, header, register
+
+    server, proc = start(tmp / "registry")
+    registry = SchemaRegistry(url=server.url)
+    schema_id = None
+    for topic in ("bench.in", "bench.warmup"):
+        schema_id = register(registry, topic, AvroSchema.load(FLIGHT_EVENT))
+    assert schema_id is not None
+    return registry, proc, header(schema_id)
 
 
 def parse_variants(text: str) -> list[str]:
@@ -307,6 +354,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "quarantine must cost nothing (default: the class's, stop)")
     parser.add_argument("--storage", type=Path, default=None, metavar="RUN_CONFIG",
                         help="a run config whose storage section puts the checkpoints on an object store")
+    parser.add_argument("--security", choices=["none", "mtls", "sasl-ssl"], default="none",
+                        help="the broker's client listener (blueprint.sandbox.kafka_broker): mtls is TLS with client "
+                             "certificates, sasl-ssl SCRAM-SHA-512 over TLS; every job and client connects through it")
+    parser.add_argument("--registry", action="store_true",
+                        help="topics in the schema registry's wire format, with Apicurio Registry started here "
+                             "(tests/support/registry.py): the jobs that can (baseline, streamlet) read and write it")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (broker data, checkpoints)")
     return parser
 
@@ -339,25 +392,35 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="bench-map-"))
     # the checkpoints' root: the object store's (a fresh prefix per run), else the temporary folder
     cp = f"{store.checkpoints.rstrip('/')}/{tmp.name}" if store is not None else str(tmp / "cp")
-    broker = KafkaBroker(tmp / "kafka", heap="1g")
+    broker = KafkaBroker(tmp / "kafka", heap="1g", security=args.security)
     spark = None
+    registry_proc = None
     try:
         broker.start()
-        bootstrap = broker.bootstrap_servers
+        bootstrap = broker.connection() if args.security != "none" else broker.bootstrap_servers
+        registry, prefix = None, b""
+        if args.registry:
+            unable = [name for name in variants if not JOBS[name].wire_format]
+            if unable:
+                print(f"error: --registry: variant(s) {', '.join(unable)} cannot read the wire format", file=sys.stderr)
+                return 2
+            registry, registry_proc, prefix = start_registry(tmp)
         in_topic = "bench.in"
         warm_topic, warm_n = (("bench.warmup", args.warmup_records) if args.warmup_records
                               else (in_topic, args.records))
         topics = {in_topic: args.partitions, warm_topic: args.partitions, DEAD_LETTERS: 1}
         create_topics(bootstrap, [(t, p, {}) for t, p in topics.items()])  # no duplicates: librdkafka crashes on them
         print(f"producing {args.records} records to {in_topic} ({args.partitions} partitions) ...", flush=True)
-        produce_s = produce_records(bootstrap, in_topic, args.records, args.partitions)
+        produce_s = produce_records(bootstrap, in_topic, args.records, args.partitions, prefix=prefix)
         if warm_topic != in_topic:
-            produce_records(bootstrap, warm_topic, warm_n, args.partitions, start=10**9)
+            produce_records(bootstrap, warm_topic, warm_n, args.partitions, start=10**9, prefix=prefix)
         print(f"  {produce_s:.1f} s ({args.records / produce_s:,.0f} records/s)", flush=True)
 
         conf = {"spark.driver.extraJavaOptions": args.java_options} if args.java_options else {}
         spark = build_spark_session("bench-map", conf, master=args.master, store=store)
         jobs = {name: JOBS[name](spark, bootstrap, args.max_offsets_per_trigger, args.on_failure) for name in variants}
+        for job in jobs.values():
+            job.registry = registry
 
         print(f"warm-up: {args.warmup_runs} untimed run(s) of each job on {warm_topic} ({warm_n} records) ...",
               flush=True)
@@ -410,6 +473,8 @@ def main(argv: list[str] | None = None) -> int:
             "on_failure": args.on_failure,
             "master": args.master,
             "java_options": args.java_options,
+            "security": args.security,
+            "registry": args.registry,
             "checkpoints": cp if store is not None else "local",
             "variants": {name: JOBS[name].description for name in variants},
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
@@ -441,6 +506,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if spark is not None:
             spark.stop()
+        if registry_proc is not None:
+            registry_proc.terminate()
         broker.stop()
         if args.keep:
             print(f"kept {tmp}")

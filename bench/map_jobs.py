@@ -18,7 +18,7 @@ for p in (str(HERE.parent), str(HERE)):  # the repo's packages and the sibling m
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from flight_workload import FLIGHT_EVENT, KEY_FIELD, CheckedMapper, Mapper, encode_mapped, spark_map  # noqa: E402
+from flight_workload import FLIGHT_EVENT, KEY_FIELD, MAPPED_FLIGHT, CheckedMapper, Mapper, encode_mapped, spark_map  # noqa: E402
 
 
 class Job:
@@ -28,11 +28,31 @@ class Job:
     name = "?"
     description = ""
 
-    def __init__(self, spark, bootstrap: str, max_offsets: int | None, on_failure: str | None = None) -> None:
+    # --registry: topics in the schema registry's wire format (streamlets.schema_registry); the jobs
+    # that support it (wire_format) read and write it, each in its own way
+    registry = None
+    wire_format = False
+
+    def __init__(self, spark, bootstrap, max_offsets: int | None, on_failure: str | None = None) -> None:
         self.spark = spark
-        self.bootstrap = bootstrap
+        self.bootstrap = bootstrap  # host:port, or a KafkaConnection (--security: its TLS settings too)
         self.max_offsets = max_offsets
         self.on_failure = on_failure  # --on-failure: the streamlet jobs' run config on_failure (streamlets.runtime.quarantine)
+
+    @property
+    def servers(self) -> str:
+        return getattr(self.bootstrap, "bootstrap_servers", self.bootstrap)
+
+    @property
+    def security(self):
+        """The connection's KafkaSecurity (streamlets.kafka_security), or None for PLAINTEXT."""
+        return getattr(self.bootstrap, "security", None)
+
+    def kafka_options(self) -> dict[str, str]:
+        """Spark's Kafka source and sink options: the servers and, secured, the security's Java
+        settings (what one writes by hand for a TLS broker)."""
+        security = self.security
+        return {"kafka.bootstrap.servers": self.servers, **(security.java("kafka.") if security else {})}
 
     def start(self, in_topic: str, out_topic: str, checkpoint: str) -> list:
         raise NotImplementedError
@@ -43,7 +63,7 @@ class Job:
     # Hand-written jobs share these: the same source and sink options the streamlet's transport uses.
     def source(self):
         reader = (self.spark.readStream.format("kafka")
-                  .option("kafka.bootstrap.servers", self.bootstrap)
+                  .options(**self.kafka_options())
                   .option("subscribe", self._in_topic)
                   .option("startingOffsets", "earliest"))
         if self.max_offsets:
@@ -52,7 +72,7 @@ class Job:
 
     def sink(self, df, out_topic: str, checkpoint: str):
         return (df.writeStream.format("kafka")
-                .option("kafka.bootstrap.servers", self.bootstrap)
+                .options(**self.kafka_options())
                 .option("topic", out_topic)
                 .option("checkpointLocation", checkpoint)
                 .trigger(availableNow=True)
@@ -81,15 +101,27 @@ class Job:
 
 class Baseline(Job):
     name = "baseline"
-    description = "hand-written: from_avro FAILFAST -> map -> to_avro"
+    description = ("hand-written: from_avro FAILFAST -> map -> to_avro (--registry: the 5-byte header cut off before "
+                   "from_avro, the out subject's id put before to_avro's bytes)")
+    wire_format = True
 
     def start(self, in_topic, out_topic, checkpoint):
         from pyspark.sql import functions as F
         from pyspark.sql.avro.functions import from_avro
 
         self._in_topic = in_topic
-        records = self.source().select(from_avro(F.col("value"), json.dumps(FLIGHT_EVENT)).alias("r")).select("r.*")
-        return [self.sink(encode_mapped(spark_map(records)), out_topic, checkpoint)]
+        value = F.col("value")
+        if self.registry is not None:  # by hand: the one writer schema known, its header skipped
+            value = F.expr("substring(value, 6)")
+        records = self.source().select(from_avro(value, json.dumps(FLIGHT_EVENT)).alias("r")).select("r.*")
+        encoded = encode_mapped(spark_map(records))
+        if self.registry is not None:
+            from streamlets.schema import AvroSchema
+            from streamlets.schema_registry import header, register
+
+            schema_id = register(self.registry, out_topic, AvroSchema.load(MAPPED_FLIGHT))
+            encoded = encoded.select("key", F.concat(F.lit(header(schema_id)), F.col("value")).alias("value"))
+        return [self.sink(encoded, out_topic, checkpoint)]
 
 
 class BaselineSession(Baseline):
@@ -267,7 +299,9 @@ class SdkCompact(SdkV1):
 
 class StreamletJob(Job):
     name = "streamlet"
-    description = "Mapper started by StreamletRuntime (KafkaTransport, dead letters, progress monitor)"
+    description = ("Mapper started by StreamletRuntime (KafkaTransport, dead letters, progress monitor; --registry: "
+                   "registry topics, runtime.schema_registry)")
+    wire_format = True
 
     streamlet_class = Mapper
     delivery = "exactly-once"
@@ -278,14 +312,18 @@ class StreamletJob(Job):
         from streamlets.runtime.runner import StreamletRuntime
         from streamlets.runtime.transport import KafkaTransport
 
+        from streamlets.kafka_security import KafkaSecurity
+
+        security = self.security or KafkaSecurity()
+        registry = {"schema_registry": self.registry, "registry_ports": ["in", "out"]} if self.registry else {}
         run = StreamletRunConfig(
             app_id="bench", streamlet="mapper",
             class_name=f"{self.streamlet_class.__module__}.{self.streamlet_class.__name__}",
-            topics={"in": in_topic, "out": out_topic}, bootstrap_servers=self.bootstrap,
+            topics={"in": in_topic, "out": out_topic}, bootstrap_servers=self.servers, kafka_security=security,
             checkpoint_root=checkpoint, dead_letter_topic=DEAD_LETTERS, available_now=True,
-            max_offsets_per_trigger=self.max_offsets, on_failure=self.on_failure, delivery=self.delivery,
+            max_offsets_per_trigger=self.max_offsets, on_failure=self.on_failure, delivery=self.delivery, **registry,
         )
-        self.runtime = StreamletRuntime(self.spark, "bench", DEAD_LETTERS, KafkaTransport(self.bootstrap))
+        self.runtime = StreamletRuntime(self.spark, "bench", DEAD_LETTERS, KafkaTransport(self.servers, security=security))
         self.ctx = self.runtime.start_class(self.streamlet_class, run)
         self.scraper = MetricsScraper(self.runtime, run) if self.metrics else None
         return list(self.ctx.queries)

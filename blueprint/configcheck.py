@@ -51,7 +51,9 @@ from pydantic import ValidationError
 
 from streamlets.errors import ConfigError
 from streamlets.schema_registry import CONFIG_KEYS as REGISTRY_KEYS
+from streamlets.schema_registry import LOCAL_KEYS as REGISTRY_LOCAL_KEYS
 from streamlets.schema_registry import PATH_KEYS as REGISTRY_PATH_KEYS
+from streamlets.schema_registry import SECRET_KEYS as REGISTRY_SECRET_KEYS
 from streamlets.schema_registry import SchemaRegistry
 from streamlets.kafka_security import CONFIG_KEYS, LOCAL_KEYS, PATH_KEYS, SECRET_KEYS, KafkaSecurity, secret_ref
 from streamlets.runtime.object_store import STORAGE_KEYS, StorageConfigError, object_store
@@ -163,6 +165,7 @@ def check_config(r: Resolved, entries: list[Entry]) -> list[Problem]:
     problems += check_real_time(r, entries)
     problems += check_progress_tracking(r, entries)
     problems += check_kafka_security(entries)
+    problems += check_schema_registry(entries)
     for name, cls in r.classes.items():
         for param in cls.config_parameters():
             if param.default is None and (name, param.key) not in given:
@@ -245,10 +248,16 @@ def _check_entry(r: Resolved, e: Entry) -> list[Problem]:
         return _check_storage_entry(e, problem)
     if scope.top == SCHEMA_REGISTRY:
         key = ".".join(e.parts[1:])
+        if key in REGISTRY_SECRET_KEYS:
+            try:
+                secret_ref(e.value)
+            except ValueError as err:
+                return problem("invalid-config-value", str(err), "e.g. registry-ca/ca.crt")
+            return []
         if key not in REGISTRY_KEYS:
             return problem("unknown-config-key", f"no schema registry setting {key!r}",
-                           f"use one of {', '.join(REGISTRY_KEYS)}")
-        return []  # the values together: schema_registry
+                           f"use one of {', '.join([*REGISTRY_KEYS, *REGISTRY_SECRET_KEYS])}")
+        return []  # the values together: check_schema_registry
     # kafka
     if scope.section == KAFKA_SECURITY:
         if scope.item in SECRET_KEYS:
@@ -301,30 +310,93 @@ def _security(values: dict[str, Any]) -> KafkaSecurity:
         raise ValueError(f"kafka.security.{field}: {what}" if field else f"kafka.security: {what}") from None
 
 
-def schema_registry(entries: Iterable[Entry]) -> SchemaRegistry | None:
-    """The schema registry of a run config's `schema-registry.*` entries (a later entry for a key
-    wins; ca-file and password-file relative to the entry's config file), for the sandbox and
-    `blueprint verify`; None when there is none. ValueError naming the key and what is wrong."""
-    values: dict[str, Any] = {}
+def _registry_values(entries: Iterable[Entry]) -> dict[str, str]:
+    """The `schema-registry.<key>` values by key, a later entry for a key winning; ca-file and
+    password-file relative to the folder of the entry's config file (the current folder for
+    command-line entries)."""
+    values: dict[str, str] = {}
     for e in entries:
-        if e.parts and e.parts[0] == SCHEMA_REGISTRY and ".".join(e.parts[1:]) in REGISTRY_KEYS:
-            key = ".".join(e.parts[1:])
-            value = e.value
+        key = ".".join(e.parts[1:])
+        if e.parts and e.parts[0] == SCHEMA_REGISTRY and (key in REGISTRY_KEYS or key in REGISTRY_SECRET_KEYS):
+            value = str(e.value)
             if key in REGISTRY_PATH_KEYS:
                 base = Path.cwd() if e.source == COMMAND_LINE else Path(e.source).parent
-                value = str((base / str(value)).resolve())
-            values[REGISTRY_KEYS[key]] = str(value)
-    if not values:
-        return None
+                value = str((base / value).resolve())
+            values[key] = value
+    return values
+
+
+def _registry(values: dict[str, str]) -> SchemaRegistry:
+    """SchemaRegistry of the values by key (secret keys as their SECRET/KEY text in the file
+    fields), its ValidationError as a ValueError naming the key."""
     if "url" not in values:
         raise ValueError(f"{SCHEMA_REGISTRY}: the settings name no url: set {SCHEMA_REGISTRY}.url")
+    fields = {**REGISTRY_KEYS, **REGISTRY_SECRET_KEYS}
     try:
-        return SchemaRegistry(**values)
+        return SchemaRegistry(**{fields[k]: v for k, v in values.items()})
     except ValidationError as err:
         first = err.errors()[0]
-        field = next((k for k, f in REGISTRY_KEYS.items() if first["loc"] and f == first["loc"][0]), None)
+        field = next((k for k, f in fields.items() if first["loc"] and f == first["loc"][0] and k in values), None)
         what = first["msg"].removeprefix("Value error, ")
         raise ValueError(f"{SCHEMA_REGISTRY}.{field}: {what}" if field else f"{SCHEMA_REGISTRY}: {what}") from None
+
+
+def schema_registry(entries: Iterable[Entry], secrets: bool = False) -> SchemaRegistry | None:
+    """The schema registry of a run config's `schema-registry.*` entries (_registry_values), for
+    the sandbox and `blueprint verify`; None when there is none. ValueError naming the key and
+    what is wrong, among it a key of a Kubernetes Secret (`*-secret`, a deploy config's: this
+    machine reads no Secret), unless `secrets`: then those are left out (verify, which may read a
+    deploy config, reaches the registry from here)."""
+    values = _registry_values(entries)
+    secret = next((key for key in values if key in REGISTRY_SECRET_KEYS), None)
+    if secret is not None and not secrets:
+        raise ValueError(f"{SCHEMA_REGISTRY}.{secret} names a key of a Kubernetes Secret, which only a cluster's pods "
+                         f"get (blueprint build); a run config names a file of this machine, "
+                         f"{secret.replace('-secret', '-file')}")
+    values = {k: v for k, v in values.items() if k not in REGISTRY_SECRET_KEYS}
+    return _registry(values) if values else None
+
+
+def deploy_schema_registry(entries: Iterable[Entry]) -> tuple[SchemaRegistry, dict[str, tuple[str, str]]] | None:
+    """A deploy config's `schema-registry.*` (spec.schemaRegistry): the settings, checked by the
+    model's rules, with each secret's file field holding `SECRET/KEY`, and the (Secret, key) of each
+    by SchemaRegistry file field (ca_file, password_file); None when there is none. ValueError
+    naming the key: a file or environment variable of this machine, a value that is not
+    SECRET/KEY, or an inconsistent combination."""
+    values = _registry_values(entries)
+    if not values:
+        return None
+    local = next((key for key in values if key in REGISTRY_LOCAL_KEYS), None)
+    if local is not None:
+        secret = local.replace("-env", "-file").replace("-file", "-secret")
+        raise ValueError(f"{SCHEMA_REGISTRY}.{local} is a {'file' if local.endswith('-file') else 'variable'} of this "
+                         f"machine, which the pods do not have: in a deploy config name a key of a Secret, "
+                         f"{secret} = SECRET/KEY")
+    refs: dict[str, tuple[str, str]] = {}
+    for key, field in REGISTRY_SECRET_KEYS.items():
+        if key in values:
+            try:
+                refs[field] = secret_ref(values[key])
+            except ValueError as err:
+                raise ValueError(f"{SCHEMA_REGISTRY}.{key}: {err}") from None
+    return _registry(values), refs
+
+
+def check_schema_registry(entries: list[Entry], deploy: bool = False) -> list[Problem]:
+    """The `schema-registry.*` settings together, one problem at the last of them: a deploy
+    config's form (deploy_schema_registry) if `deploy`, else one of either form."""
+    values = _registry_values(entries)
+    if any(not _is_secret_ref(values[key]) for key in REGISTRY_SECRET_KEYS if key in values):
+        return []  # _check_entry names the value that is no SECRET/KEY, once
+    try:
+        if deploy:
+            deploy_schema_registry(entries)
+        else:
+            schema_registry(entries, secrets=True)
+    except ValueError as err:
+        last = [e for e in entries if e.parts and e.parts[0] == SCHEMA_REGISTRY][-1]
+        return [make_problem("invalid-config-value", str(err), last.source, last.line, last.column)]
+    return []
 
 
 def _is_secret_ref(value: Any) -> bool:

@@ -26,7 +26,7 @@ FROM ${BASE_IMAGE} AS requirements
 COPY pyproject.toml docker/requirements.py /tmp/
 RUN python3 /tmp/requirements.py /tmp/pyproject.toml > /tmp/requirements.txt
 
-FROM ${BASE_IMAGE}
+FROM ${BASE_IMAGE} AS spark
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="streamlets-spark" \
       org.opencontainers.image.description="Streamlets on Spark: Spark 4.2.0, Java 17, Python 3.11, the streamlets package" \
@@ -72,6 +72,23 @@ COPY streamlets/runtime/jars.py /tmp/jars.py
 RUN cd /tmp && SPARK_LOCAL_IP=127.0.0.1 SPARK_LOCAL_HOSTNAME=localhost python /tmp/connectors.py \
  && rm -rf /tmp/* /tmp/.[!.]*
 
+# The project's own jar: the schema registry topics' UDFs (jvm/streamlets-schema-registry;
+# streamlets.runtime.schema_registry), compiled with a JDK in a stage of its own against Spark's
+# jars, then put among them (streamlets.runtime.jvm_jars finds it there: a pod compiles nothing).
+FROM spark AS jvm
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends openjdk-17-jdk-headless \
+ && rm -rf /var/lib/apt/lists/*
+COPY jvm/streamlets-schema-registry/src/main/java/ /tmp/jvm/
+RUN mkdir /tmp/classes \
+ && javac --release 17 -nowarn -d /tmp/classes -cp "$SPARK_HOME/jars/*" $(find /tmp/jvm -name '*.java') \
+ && jar cf /tmp/streamlets-schema-registry.jar -C /tmp/classes .
+
+FROM spark
+ARG VERSION=0.1.0
+COPY --from=jvm /tmp/streamlets-schema-registry.jar /tmp/jars/
+RUN mv /tmp/jars/streamlets-schema-registry.jar "$SPARK_HOME/jars/streamlets-schema-registry-${VERSION}.jar" && rm -rf /tmp/jars
+
 # Spark's conventional user; /opt/spark holds the working directory and, in pods, the
 # configuration Spark mounts at /opt/spark/conf.
 RUN echo 'spark:x:185:185:Spark:/opt/spark:/usr/sbin/nologin' >> /etc/passwd \
@@ -89,7 +106,7 @@ COPY blueprint/ /tmp/src/blueprint/
 COPY charts/streamlets-operator/crds/ /tmp/src/charts/streamlets-operator/crds/
 RUN PIP_NO_CACHE_DIR=1 pip install -q --no-deps --no-build-isolation /tmp/src \
  && rm -rf /tmp/src \
- && cd / && python -c "import streamlets.driver, streamlets.runtime.runner, blueprint; from streamlets.runtime.jars import connectors_in_spark_home; assert connectors_in_spark_home(s3a=True)"
+ && cd / && python -c "import streamlets.driver, streamlets.runtime.runner, blueprint; from streamlets.runtime.jars import connectors_in_spark_home; assert connectors_in_spark_home(s3a=True); from streamlets.runtime.schema_registry import registry_jar; assert registry_jar().name.endswith('-${VERSION}.jar')"
 # The driver's main file (the SparkApplication's mainApplicationFile); tests/k8s/test_operator.py
 # runs this same file with spark-submit.
 COPY docker/runner.py /opt/streamlets/runner.py

@@ -42,6 +42,11 @@ SUBJECT_SUFFIX = "-value"
 CONFIG_KEYS = {"url": "url", "ca-file": "ca_file", "username": "username", "password-file": "password_file",
                "password-env": "password_env"}
 PATH_KEYS = ("ca-file", "password-file")  # relative to the config file
+# A deploy config's keys (`blueprint build`, spec.schemaRegistry): each secret a key of a Kubernetes
+# Secret, SECRET/KEY (streamlets.kafka_security.secret_ref), in place of a file or variable of this
+# machine; by the SchemaRegistry field it becomes in a pod (the key mounted as a file).
+SECRET_KEYS = {"ca-secret": "ca_file", "password-secret": "password_file"}
+LOCAL_KEYS = ("ca-file", "password-file", "password-env")  # a run config's only
 SCOPE = "schema-registry"
 
 

@@ -240,7 +240,7 @@ def _verify(file: Path, fmt: OutputFormat, strict: bool, config: Path | None, ov
                 return EXIT_USAGE
         try:  # the registry: --schema-registry, else the config's schema-registry.url
             entries = config_entries([config] if config is not None else [], overrides)[0]
-            registry = schema_registry(entries)
+            registry = schema_registry(entries, secrets=True)  # a deploy config's Secrets: not from here
             if registry_url is not None:
                 registry = SchemaRegistry(**{**(registry.model_dump() if registry else {}), "url": registry_url})
         except (ConfigReadError, ValueError) as e:

@@ -33,10 +33,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..configcheck import Entry, check_config, check_kafka_security, deploy_kafka_security
+from ..configcheck import (Entry, check_config, check_kafka_security, check_schema_registry, deploy_kafka_security,
+                           deploy_schema_registry)
 from .crd import API_VERSION, KIND
-from .spec import (KAFKA_SECRET_FILES, ApplicationSpec, KafkaSecuritySpec, KafkaSpec, PodResources, Scale, SecretKeyRef,
-                   StreamletSpec, TopicSpec)
+from .spec import (KAFKA_SECRET_FILES, REGISTRY_SECRET_FILES, ApplicationSpec, KafkaSecuritySpec, KafkaSpec, PodResources,
+                   Scale, SchemaRegistrySpec, SecretKeyRef, StreamletSpec, TopicSpec)
 from ..model import Blueprint
 from ..problems import Problem, make_problem, report_order
 from streamlets.settings import SETTINGS
@@ -130,7 +131,8 @@ def build_resource(blueprint: Blueprint, resolved: Resolved, image: str, entries
     if any(p.severity == "error" for p in problems):
         raise BuildError(problems)
     s = _Settings(entries)
-    build_problems = s.mount_problems() + check_kafka_security(entries, deploy=True)  # pods read Secrets only
+    build_problems = s.mount_problems() + check_kafka_security(entries, deploy=True) + \
+        check_schema_registry(entries, deploy=True)  # pods read Secrets only
     servers = s.bootstrap_servers
     if not servers:
         build_problems.append(make_problem(
@@ -149,6 +151,7 @@ def build_resource(blueprint: Blueprint, resolved: Resolved, image: str, entries
         app_id=app_id,
         image=image.strip(),
         kafka=_kafka(servers, entries),
+        **({"schema_registry": registry} if (registry := _schema_registry(entries)) is not None else {}),
         upgrade_mode="last-state",
         dead_letter_topic=dead_letter_topic(blueprint),
         streamlets=[_streamlet(blueprint, resolved, name, s) for name in blueprint.streamlets],
@@ -177,6 +180,19 @@ def _kafka_security(entries: list[Entry]) -> KafkaSecuritySpec | None:
                              "username": security.username, "verify_hostname": None if security.verify_hostname else False,
                              **{fields[file]: SecretKeyRef(name=name, key=key) for file, (name, key) in refs.items()}}
     return KafkaSecuritySpec(**{k: v for k, v in given.items() if v is not None})  # unset: left out of the resource
+
+
+def _schema_registry(entries: list[Entry]) -> SchemaRegistrySpec | None:
+    """spec.schemaRegistry of the deploy config's schema-registry.* (configcheck.deploy_schema_registry,
+    checked by build_resource already); None when the config has none."""
+    found = deploy_schema_registry(entries)
+    if found is None:
+        return None
+    registry, refs = found
+    fields = {file: name for name, file in REGISTRY_SECRET_FILES.items()}
+    given: dict[str, Any] = {"url": registry.url, "username": registry.username,
+                             **{fields[file]: SecretKeyRef(name=name, key=key) for file, (name, key) in refs.items()}}
+    return SchemaRegistrySpec(**{k: v for k, v in given.items() if v is not None})
 
 
 def _descriptor_last(spec: dict[str, Any]) -> dict[str, Any]:
@@ -300,6 +316,7 @@ def _topic(bp: Blueprint, topic_id: str, s: _Settings) -> TopicSpec:
     return TopicSpec(id=topic_id, name=topic.kafka_name(bp.app_id),
                      partitions=int(str(settings.get("partitions", topic.partitions)).strip()),
                      **{k: v for k, v in optional.items() if v is not None}, managed=topic.managed,
+                     **({"schema_registry": True} if topic.schema_registry else {}),
                      producers=[ref.text for ref in topic.producers], consumers=[ref.text for ref in topic.consumers])
 
 

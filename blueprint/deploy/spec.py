@@ -166,6 +166,24 @@ class KafkaSpec(SpecModel):
                                                "else PLAINTEXT")
 
 
+class SchemaRegistrySpec(SpecModel):
+    """The schema registry of the `schemaRegistry: true` topics (streamlets.schema_registry.SchemaRegistry,
+    whose rules it follows): each secret is a key of a Secret, which the operator mounts as a file in
+    the drivers and executors; no secret value is in the resource."""
+
+    url: str = Field(description="the registry's REST base URL (Confluent's http://host:8081; Apicurio's "
+                     "http://host:8080/apis/ccompat/v7)", pattern=r"^https?://[^\s/]+(/.*)?$")
+    ca: SecretKeyRef | None = Field(default=None, description="PEM of the CA that signed an https registry's "
+                                    "certificate; unset: the JVM's and the system's trusted CAs")
+    username: str | None = Field(default=None, description="HTTP basic auth user (e.g. a Confluent Cloud API key)",
+                                 min_length=1, max_length=253)
+    password: SecretKeyRef | None = Field(default=None, description="the basic auth password (the API secret)")
+
+
+# SchemaRegistrySpec's secret fields -> the SchemaRegistry (streamlets.schema_registry) file fields
+REGISTRY_SECRET_FILES = {"ca": "ca_file", "password": "password_file"}
+
+
 S3A_URI = r"^s3a://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$"
 ENDPOINT = r"^https?://[^\s/]+(/.*)?$"
 SECRET_KEY = r"^[-._a-zA-Z0-9]+$"  # a key of a Secret's data
@@ -226,6 +244,8 @@ class TopicSpec(SpecModel):
     replication_factor: int | None = Field(default=None, ge=1)
     config: dict[str, str] | None = Field(default=None, description="Kafka topic configs, e.g. cleanup.policy")
     managed: bool = Field(default=True, description="created by the operator; false means it must exist")
+    schema_registry: bool = Field(default=False, description="values in the schema registry's wire format, schemas "
+                                  "under the subject <name>-value (spec.schemaRegistry)")
     producers: list[PortRef] = Field(default_factory=list)
     consumers: list[PortRef] = Field(default_factory=list)
 
@@ -252,6 +272,8 @@ class ApplicationSpec(SpecModel):
                                               "(kubectl streamlets savepoint)")
     dead_letter_topic: str | None = Field(default=None, description="Kafka topic for malformed inlet values (created by the "
                                           "operator)", pattern=TOPIC_NAME)
+    schema_registry: SchemaRegistrySpec | None = Field(default=None, description="the schema registry of the "
+                                                       "topics with schemaRegistry true")
     streamlets: list[StreamletSpec] = Field(min_length=1)
     topics: list[TopicSpec] | None = None
 

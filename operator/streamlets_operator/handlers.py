@@ -177,9 +177,11 @@ def _reconcile(app: dict[str, Any], patch: kopf.Patch, logger: logging.Logger) -
 
 def _kafka(app: dict[str, Any], spec: ApplicationSpec) -> KafkaConnection:
     """The application's Kafka as the operator's clients reach it (streamlets_operator.kafka: the
-    secrets spec.kafka.security names, read from their Secrets). A Secret or key that is missing is
+    secrets spec.kafka.security names, read from their Secrets; those of spec.schemaRegistry checked to
+    exist, for the pods that mount them). A Secret or key that is missing is
     a topics.TopicError: reported on TopicsReady and retried, like an unreachable broker."""
     try:
+        kafka.check_registry_secrets(spec, app["metadata"]["namespace"])
         return kafka.connection(spec, app["metadata"]["namespace"])
     except kafka.KafkaSecretError as e:
         raise topics.TopicError(str(e)) from None

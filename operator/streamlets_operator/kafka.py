@@ -26,7 +26,7 @@ _LOCK = threading.Lock()
 
 
 class KafkaSecretError(StreamletError, RuntimeError):
-    """A Secret or key spec.kafka.security names cannot be read (transient as far as the operator
+    """A Secret or key spec.kafka.security (or spec.schemaRegistry) names cannot be read (transient as far as the operator
     knows: the Secret may be created after the application). The message names the Secret and the
     key, never a value."""
 
@@ -70,3 +70,14 @@ def connection(spec: dict[str, Any] | ApplicationSpec, namespace: str, reader: A
     app = render.typed(spec)
     security = render.kafka_security(app, path=lambda ref: _write_secret(namespace, ref, reader or kube.get_secret))
     return KafkaConnection(bootstrap_servers=app.kafka.bootstrap_servers, security=security)
+
+
+def check_registry_secrets(spec: dict[str, Any] | ApplicationSpec, namespace: str, reader: Any = None) -> None:
+    """Each Secret key spec.schemaRegistry names exists: the pods mount them, and a missing one would
+    leave them waiting to start. Raises KafkaSecretError naming the Secret and the key."""
+    for ref in render.registry_secret_refs(render.typed(spec)).values():
+        secret = (reader or kube.get_secret)(namespace, ref.name)
+        if secret is None:
+            raise KafkaSecretError(f"spec.schemaRegistry: Secret {namespace}/{ref.name} does not exist")
+        if ref.key not in (secret.get("data") or {}):
+            raise KafkaSecretError(f"spec.schemaRegistry: Secret {namespace}/{ref.name} has no key {ref.key!r}")

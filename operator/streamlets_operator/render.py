@@ -27,9 +27,10 @@ from streamlets.runtime.layout import StateLayout
 from streamlets.runtime.object_store import ACCESS_KEY_ENV, SECRET_KEY_ENV, ObjectStore
 from streamlets.runtime.runconfig import METRICS_PORT, METRICS_PORT_NAME, StreamletRunConfig, scrape_annotations
 from streamlets.errors import StreamletError
-from blueprint.deploy.spec import (KAFKA_SECRET_FILES, ApplicationSpec, KafkaSecuritySpec, PodResources, S3ASpec, SavepointsSpec, SecretKeyRef,
-                                   StorageSecretRef, StorageSpec, StreamletSpec)
+from blueprint.deploy.spec import (KAFKA_SECRET_FILES, REGISTRY_SECRET_FILES, ApplicationSpec, KafkaSecuritySpec, PodResources,
+                                   S3ASpec, SavepointsSpec, SecretKeyRef, StorageSecretRef, StorageSpec, StreamletSpec)
 from streamlets.kafka_security import KafkaSecurity
+from streamlets.schema_registry import SchemaRegistry
 from pydantic import ValidationError
 
 SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
@@ -177,7 +178,8 @@ def storage_problems(spec: ApplicationSpec, env: dict[str, str] | Any = None) ->
 
 # --- Kafka security (spec.kafka.security) --------------------------------------------------------
 
-KAFKA_SECRETS_DIR = "/etc/streamlets/kafka"  # each Secret spec.kafka.security names: <dir>/<secret>/<key>
+# each Secret spec.kafka.security or spec.schemaRegistry names, mounted once: <dir>/<secret>/<key>
+SECRETS_DIR = "/etc/streamlets/secrets"
 KAFKA_SECURITY_ENV = "STREAMLETS_KAFKA_SECURITY"  # the chart's kafka.security, as JSON in the spec's form
 
 
@@ -200,8 +202,8 @@ def kafka_secret_refs(security: KafkaSecuritySpec | None) -> dict[str, SecretKey
 
 
 def mounted_secret(ref: SecretKeyRef) -> str:
-    """Where a driver or executor finds a Secret's key: KAFKA_SECRETS_DIR/<secret>/<key>."""
-    return f"{KAFKA_SECRETS_DIR}/{ref.name}/{ref.key}"
+    """Where a driver or executor finds a Secret's key: SECRETS_DIR/<secret>/<key>."""
+    return f"{SECRETS_DIR}/{ref.name}/{ref.key}"
 
 
 def kafka_security(spec: ApplicationSpec, env: dict[str, str] | Any = None,
@@ -220,17 +222,43 @@ def kafka_security(spec: ApplicationSpec, env: dict[str, str] | Any = None,
                          **files)
 
 
-def _kafka_volumes(spec: ApplicationSpec, env: dict[str, str] | Any) -> tuple[list[dict], list[dict]]:
-    """(volumes, mounts) of the Secrets spec.kafka.security names: one volume per Secret with the
-    keys used, mounted read-only at KAFKA_SECRETS_DIR/<secret> in the driver and the executors."""
+def registry_secret_refs(spec: ApplicationSpec) -> dict[str, SecretKeyRef]:
+    """The Secret keys spec.schemaRegistry names, by SchemaRegistry file field (ca_file, password_file)."""
+    registry = spec.schema_registry
+    if registry is None:
+        return {}
+    return {file: ref for name, file in REGISTRY_SECRET_FILES.items() if (ref := getattr(registry, name)) is not None}
+
+
+def schema_registry(spec: ApplicationSpec, path: Any = mounted_secret) -> SchemaRegistry | None:
+    """The application's SchemaRegistry (streamlets.schema_registry), each secret a file `path(ref)`
+    (where the pods mount it); None without spec.schemaRegistry."""
+    registry = spec.schema_registry
+    if registry is None:
+        return None
+    files = {field: path(ref) for field, ref in registry_secret_refs(spec).items()}
+    return SchemaRegistry(url=registry.url, username=registry.username, **files)
+
+
+def registry_ports(spec: ApplicationSpec, name: str) -> list[str]:
+    """The ports of streamlet `name` on topics with schemaRegistry (blueprint.topics.registry_ports's
+    rule, on the resource), sorted."""
+    return sorted({ref.split(".", 1)[1] for t in spec.topics or [] if t.schema_registry
+                   for ref in (*t.producers, *t.consumers) if ref.split(".", 1)[0] == name})
+
+
+def _secret_volumes(spec: ApplicationSpec, env: dict[str, str] | Any) -> tuple[list[dict], list[dict]]:
+    """(volumes, mounts) of the Secrets spec.kafka.security and spec.schemaRegistry name: one volume
+    per Secret with the keys used, mounted read-only at SECRETS_DIR/<secret> in the driver and the
+    executors (whose Kafka and registry clients read them)."""
     keys: dict[str, set[str]] = {}
-    for ref in kafka_secret_refs(kafka_security_spec(spec, env)).values():
+    for ref in [*kafka_secret_refs(kafka_security_spec(spec, env)).values(), *registry_secret_refs(spec).values()]:
         keys.setdefault(ref.name, set()).add(ref.key)
     volumes, mounts = [], []
     for i, (name, used) in enumerate(sorted(keys.items())):
-        volumes.append({"name": f"kafka-secret-{i}",
+        volumes.append({"name": f"secret-{i}",
                         "secret": {"secretName": name, "items": [{"key": k, "path": k} for k in sorted(used)]}})
-        mounts.append({"name": f"kafka-secret-{i}", "mountPath": f"{KAFKA_SECRETS_DIR}/{name}", "readOnly": True})
+        mounts.append({"name": f"secret-{i}", "mountPath": f"{SECRETS_DIR}/{name}", "readOnly": True})
     return volumes, mounts
 
 
@@ -404,6 +432,13 @@ def validate(spec: dict[str, Any] | ApplicationSpec, env: dict[str, str] | None 
             kafka_security(app, env)
         except ValidationError as e:
             problems += [f"spec.kafka.security: {err['msg'].removeprefix('Value error, ')}" for err in e.errors()]
+        try:
+            schema_registry(app)
+        except ValidationError as e:
+            problems += [f"spec.schemaRegistry: {err['msg'].removeprefix('Value error, ')}" for err in e.errors()]
+        for t in topics:
+            if t.schema_registry and app.schema_registry is None:
+                problems.append(f"topic {t.id!r} has schemaRegistry true but spec.schemaRegistry is not set")
     if not problems:
         for s in app.streamlets:
             try:
@@ -430,6 +465,8 @@ def run_config(spec: dict[str, Any] | ApplicationSpec, streamlet: dict[str, Any]
         writer_schemas={k: json.loads(v) for k, v in (s.writer_schemas or {}).items()},
         bootstrap_servers=app.kafka.bootstrap_servers,
         kafka_security=kafka_security(app, env),
+        schema_registry=schema_registry(app),
+        registry_ports=registry_ports(app, s.name),
         config_parameters=dict(s.config_parameters or {}),
         volume_mounts={m["name"]: m["path"] for m in s.descriptor.get("volume_mounts") or []},
         checkpoint_root=layout.checkpoints(app.app_id, s.name),
@@ -531,9 +568,9 @@ def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any] | S
     pod_annotations = dict(streamlet.annotations or {})
     store = object_store(spec, env)
     volumes, driver_mounts, executor_mounts = _volumes(app, None if store else claim_name(app, spec), streamlet)
-    kafka_volumes, kafka_mounts = _kafka_volumes(spec, env)  # the Kafka client of each JVM reads them
-    volumes, driver_mounts, executor_mounts = (volumes + kafka_volumes, driver_mounts + kafka_mounts,
-                                               executor_mounts + kafka_mounts)
+    secret_volumes, secret_mounts = _secret_volumes(spec, env)  # the Kafka and registry clients of each JVM read them
+    volumes, driver_mounts, executor_mounts = (volumes + secret_volumes, driver_mounts + secret_mounts,
+                                               executor_mounts + secret_mounts)
     executors = streamlet.scale.executors
     # the driver is scraped (the streamlet's own annotations win); executors are not: their
     # metrics reach Prometheus through the driver (/metrics/executors/prometheus)

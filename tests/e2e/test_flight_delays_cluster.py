@@ -298,7 +298,7 @@ def test_no_secret_is_in_a_resource_pod_spec_or_log(deployed, node_minio, module
     for name in (SECRET, KAFKA_USER, KAFKA_CA):
         assert name in places["the SparkApplications"], name
     # the pods read the Kafka secrets as files the run config names (the operator's mount)
-    assert "/etc/streamlets/kafka/kafka-user/password" in places["the Secrets the operator wrote"]
+    assert "/etc/streamlets/secrets/kafka-user/password" in places["the Secrets the operator wrote"]
 
 
 def test_undeploy_leaves_no_pod(deployed):

@@ -1,5 +1,5 @@
-"""Schema registry topics (issue 29) against a real registry (Apicurio Registry over HTTPS,
-Confluent's REST API: tests/support/registry.py) and the session's Kafka broker.
+"""Schema registry topics (issue 29) against a real registry (Apicurio Registry over HTTPS with
+basic auth, Confluent's REST API: tests/support/registry.py) and the session's Kafka broker.
 
 Another team's producer (confluent-kafka's AvroSerializer) writes readings with two schema
 versions; the registry application (tests/integration/apps/registry) reads both, resolved to its
@@ -34,14 +34,14 @@ N = 1_000  # records per version
 
 
 @pytest.fixture(scope="module")
-def registry_run(tmp_path_factory, kafka_broker, tls_schema_registry):
+def registry_run(tmp_path_factory, kafka_broker, secured_schema_registry):
     """The readings written in two versions plus two malformed values, then one `blueprint run
     --exit-when-done` of the application with the registry's URL and CA from its config."""
     from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     tmp = tmp_path_factory.mktemp("registry-app")
-    client = tls_schema_registry.client()
+    client = secured_schema_registry.client()
     client.set_compatibility(f"{READINGS}-value", "BACKWARD")
     bootstrap = kafka_broker.bootstrap_servers
     create_topics(bootstrap, [(READINGS, 2, {})])
@@ -53,7 +53,9 @@ def registry_run(tmp_path_factory, kafka_broker, tls_schema_registry):
     values += [(0, b'{"id": 1, "value": 2.0}'), (1, b"\x00\x00\x0f\x42\x3f" + values[0][1][5:])]  # JSON; id 999999
     produce(bootstrap, READINGS, values)
     conf = tmp / "run.conf"
-    conf.write_text(f'schema-registry {{\n  url = "{tls_schema_registry.url}"\n  ca-file = "{tls_schema_registry.ca_file}"\n}}\n')
+    registry = secured_schema_registry
+    conf.write_text(f'schema-registry {{\n  url = "{registry.url}"\n  ca-file = "{registry.ca_file}"\n'
+                    f'  username = {registry.username}\n  password-file = "{registry.password_file}"\n}}\n')
     run = run_blueprint("run", str(APP / "blueprint.yaml"), "--config", str(conf), "--state-dir", str(tmp / "state"),
                         "--kafka", bootstrap, "--exit-when-done", "--idle-seconds", "1", cwd=tmp, pythonpath=APP)
     expected = [{"id": r["id"], "value": r["value"] * 2, "unit": "m"} for r in sent] + \
@@ -61,7 +63,7 @@ def registry_run(tmp_path_factory, kafka_broker, tls_schema_registry):
     return run, conf, expected
 
 
-def test_a_streamlet_reads_both_versions_and_another_team_reads_its_outlet(registry_run, kafka_broker, tls_schema_registry):
+def test_a_streamlet_reads_both_versions_and_another_team_reads_its_outlet(registry_run, kafka_broker, secured_schema_registry):
     """Both versions resolved to the inlet's schema (v1's missing unit from the inlet's default,
     v2's note dropped), exact; the outlet's schema registered under `registry.scaled-value` and its
     values read by confluent-kafka's AvroDeserializer; the JSON value and the unknown schema id
@@ -73,7 +75,7 @@ def test_a_streamlet_reads_both_versions_and_another_team_reads_its_outlet(regis
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-4000:]
     assert "Traceback" not in out
-    client = tls_schema_registry.client()
+    client = secured_schema_registry.client()
     deserialize = AvroDeserializer(client)
     ctx = SerializationContext(SCALED, MessageField.VALUE)
     got = [deserialize(m.value(), ctx) for m in read_topic(kafka_broker.bootstrap_servers, SCALED)]
@@ -95,17 +97,18 @@ def _verify(*args: str):
     return run_blueprint("verify", *args, "--format", "json", cwd=APP)
 
 
-def test_verify_judges_schema_changes_against_the_registry(registry_run, kafka_broker, tls_schema_registry):
+def test_verify_judges_schema_changes_against_the_registry(registry_run, kafka_broker, secured_schema_registry):
     """With the subjects' BACKWARD level: the application as it runs is sound; an outlet adding a
     field without a default is refused with the field named (registry-incompatible), an inlet that
     cannot read the producer's first version too (registry-unreadable-version); the registry's
     certificate untrusted is one registry-unavailable error naming the registry. `blueprint run` of
     the changed outlet stops before anything is written: one error line with the registry's words
-    (the field), nothing registered."""
+    (the field), nothing registered; with a wrong password, one line naming the registry and its
+    401 before anything starts, and no password in the output."""
     run, conf, _ = registry_run
     assert run.returncode == 0
-    tls_schema_registry.client().set_compatibility(f"{SCALED}-value", "BACKWARD")
-    url = tls_schema_registry.url
+    secured_schema_registry.client().set_compatibility(f"{SCALED}-value", "BACKWARD")
+    url = secured_schema_registry.url
 
     sound = _verify(str(APP / "blueprint.yaml"), "--config", str(conf), "--schema-registry", url)
     assert sound.returncode == 0, sound.stdout + sound.stderr
@@ -131,7 +134,18 @@ def test_verify_judges_schema_changes_against_the_registry(registry_run, kafka_b
     assert refused.returncode != 0 and "Traceback" not in out, out[-4000:]
     errors = [line for line in out.splitlines() if line.startswith("error")]
     assert len(errors) == 1 and f"subject {SCALED}-value" in errors[0] and "quality" in errors[0], out[-4000:]
-    assert len(tls_schema_registry.client().get_versions(f"{SCALED}-value")) == 1  # nothing registered
+    assert len(secured_schema_registry.client().get_versions(f"{SCALED}-value")) == 1  # nothing registered
+
+    wrong = conf.parent / "wrong-password"
+    wrong.write_text("not-the-password\n")
+    refused = run_blueprint("run", str(APP / "blueprint.yaml"), "--config", str(conf), f"schema-registry.password-file={wrong}",
+                            "--state-dir", str(conf.parent / "state-wrong"), "--kafka", kafka_broker.bootstrap_servers,
+                            cwd=conf.parent, pythonpath=APP)
+    out = refused.stdout + refused.stderr
+    errors = [line for line in out.splitlines() if line.startswith("error")]
+    assert refused.returncode == 1 and len(errors) == 1, out[-4000:]
+    assert url in errors[0] and "401" in errors[0] and "starting Spark" not in out, out[-4000:]
+    assert "not-the-password" not in out and secured_schema_registry.password_file.read_text() not in out
 
     untrusted = _verify(str(APP / "blueprint.yaml"), "--schema-registry", url)  # no ca-file
     assert untrusted.returncode == 1

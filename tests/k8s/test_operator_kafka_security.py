@@ -72,13 +72,13 @@ def test_the_operator_and_the_pods_reach_a_sasl_ssl_kafka_with_the_secrets_of_th
             for pod in ("driver", "executor"):
                 mounts = {m["mountPath"]: m for m in sa[pod]["volumeMounts"]}
                 for secret, key in (("kafka-ca", "ca.crt"), ("kafka-user", "password")):
-                    mount = mounts[f"/etc/streamlets/kafka/{secret}"]
+                    mount = mounts[f"/etc/streamlets/secrets/{secret}"]
                     assert mount["readOnly"] is True
                     assert volumes[mount["name"]]["secret"] == {"secretName": secret, "items": [{"key": key, "path": key}]}
             run = StreamletRunConfig.model_validate_json(base64.b64decode(secrets(core, ns)["enrich"].data["run.json"]))
             assert run.kafka_security.protocol == "SASL_SSL" and run.kafka_security.username == client.username
             assert (run.kafka_security.ca_file, run.kafka_security.password_file) == (
-                "/etc/streamlets/kafka/kafka-ca/ca.crt", "/etc/streamlets/kafka/kafka-user/password")
+                "/etc/streamlets/secrets/kafka-ca/ca.crt", "/etc/streamlets/secrets/kafka-user/password")
         finally:
             op.stop()
 

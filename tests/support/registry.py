@@ -1,17 +1,19 @@
 """Apicurio Registry, a real schema registry speaking Confluent's REST API (`/apis/ccompat/v7`),
-for the schema-registry tests: one per test session (fixture `schema_registry`), another with
-TLS (fixture `tls_schema_registry`).
+for the schema-registry tests (fixture `secured_schema_registry`, one per test session, secured like
+a company's: HTTPS only, HTTP basic auth required) and bench_map's --registry (start_registry).
 
 `io.apicurio:apicurio-registry-app:<version>:tar.gz:all` (104 MB; a Quarkus application) is
 fetched from Maven Central once with `mvn dependency:copy` and unpacked under
 `<cache>/apicurio/<version>`; 3.0.9 is the newest that runs on Java 17 (3.1 and later need 21).
 It keeps its schemas in memory (its default H2 store): a fresh registry per session. Ready in
-about 8 seconds, about 260 MB of memory.
+about 8 seconds, about 260 MB of memory. Basic auth is Quarkus's own (embedded users, `quarkus.http.
+auth.basic`, every `/apis/*` path authenticated): 401 without the right user and password.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
 import tarfile
@@ -73,6 +75,8 @@ class RegistryServer:
     url: str
     log: Path
     ca_file: Path | None = None
+    username: str | None = None
+    password_file: Path | None = None  # the password, a file of the test's folder (mode 0600)
 
     def client(self):
         """A confluent-kafka SchemaRegistryClient of this registry."""
@@ -81,6 +85,8 @@ class RegistryServer:
         conf = {"url": self.url}
         if self.ca_file is not None:
             conf["ssl.ca.location"] = str(self.ca_file)
+        if self.username is not None and self.password_file is not None:
+            conf["basic.auth.user.info"] = f"{self.username}:{self.password_file.read_text()}"
         return SchemaRegistryClient(conf)
 
 
@@ -93,15 +99,19 @@ def _wait_ready(url: str, proc: subprocess.Popen, log: Path, context: ssl.SSLCon
             with urllib.request.urlopen(url + "/subjects", timeout=2, context=context) as r:
                 if r.status == 200:
                     return
+        except urllib.error.HTTPError as e:
+            if e.code == 401:  # serving, and asking for the credentials
+                return
         except (urllib.error.URLError, OSError):
             pass
         time.sleep(0.5)
     pytest.fail(f"Apicurio Registry not ready in {timeout:.0f} s:\n{log.read_text()[-3000:]}")
 
 
-def start_registry(folder: Path, *, tls: bool = False) -> tuple[RegistryServer, subprocess.Popen]:
+def start_registry(folder: Path, *, tls: bool = False, username: str | None = None) -> tuple[RegistryServer, subprocess.Popen]:
     """Start a registry on a free loopback port, its log in `folder`; with `tls`, HTTPS only, with
-    a certificate for 127.0.0.1 and localhost signed by a CA made in `folder/tls`."""
+    a certificate for 127.0.0.1 and localhost signed by a CA made in `folder/tls`; with `username`,
+    HTTP basic auth required, the password made here (in `folder/password`)."""
     home = registry_home()
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -119,6 +129,15 @@ def start_registry(folder: Path, *, tls: bool = False) -> tuple[RegistryServer, 
                     "QUARKUS_HTTP_SSL_CERTIFICATE_KEY_FILES": str(cert.key)})
         ca_file, scheme = ca.cert, "https"
         context = ssl.create_default_context(cafile=str(ca.cert))
+    password_file = None
+    if username is not None:
+        password_file = folder / "password"
+        password_file.write_text(secrets.token_urlsafe(18))
+        password_file.chmod(0o600)
+        env.update({"QUARKUS_SECURITY_USERS_EMBEDDED_ENABLED": "true", "QUARKUS_SECURITY_USERS_EMBEDDED_PLAIN_TEXT": "true",
+                    f"QUARKUS_SECURITY_USERS_EMBEDDED_USERS_{username.upper()}": password_file.read_text(),
+                    "QUARKUS_HTTP_AUTH_BASIC": "true", "QUARKUS_HTTP_AUTH_PERMISSION_AUTHENTICATED_PATHS": "/apis/*",
+                    "QUARKUS_HTTP_AUTH_PERMISSION_AUTHENTICATED_POLICY": "authenticated"})
     log = folder / "registry.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(["java", "-Xmx384m", "-XX:+UseSerialGC", "-jar",
@@ -130,11 +149,11 @@ def start_registry(folder: Path, *, tls: bool = False) -> tuple[RegistryServer, 
     except BaseException:
         proc.kill()
         raise
-    return RegistryServer(url=url, log=log, ca_file=ca_file), proc
+    return RegistryServer(url=url, log=log, ca_file=ca_file, username=username, password_file=password_file), proc
 
 
-def _serve(folder: Path, tls: bool) -> Iterator[RegistryServer]:
-    server, proc = start_registry(folder, tls=tls)
+def _serve(folder: Path, tls: bool, username: str | None = None) -> Iterator[RegistryServer]:
+    server, proc = start_registry(folder, tls=tls, username=username)
     try:
         yield server
     finally:
@@ -146,12 +165,7 @@ def _serve(folder: Path, tls: bool) -> Iterator[RegistryServer]:
 
 
 @pytest.fixture(scope="session")
-def schema_registry(tmp_path_factory) -> Iterator[RegistryServer]:
-    """A plain-HTTP Apicurio Registry for the session."""
-    yield from _serve(tmp_path_factory.mktemp("registry"), tls=False)
-
-
-@pytest.fixture(scope="session")
-def tls_schema_registry(tmp_path_factory) -> Iterator[RegistryServer]:
-    """An HTTPS-only Apicurio Registry for the session, its CA in `ca_file`."""
-    yield from _serve(tmp_path_factory.mktemp("registry-tls"), tls=True)
+def secured_schema_registry(tmp_path_factory) -> Iterator[RegistryServer]:
+    """An Apicurio Registry for the session that serves HTTPS only (its CA in `ca_file`) and wants
+    basic auth (user `app`, the password in `password_file`)."""
+    yield from _serve(tmp_path_factory.mktemp("registry-secured"), tls=True, username="app")

@@ -322,8 +322,8 @@ def test_kafka_security_names_secret_keys_that_the_operator_mounts(tmp_path):
         "ca": {"name": "my-cluster-cluster-ca-cert", "key": "ca.crt"}, "verifyHostname": False}
     assert schema_errors(resource) == []
     security = render.kafka_security(ApplicationSpec.model_validate(resource["spec"]), env={})
-    assert security.password_file == f"{render.KAFKA_SECRETS_DIR}/flight-delays-user/password"
-    assert security.ca_file == f"{render.KAFKA_SECRETS_DIR}/my-cluster-cluster-ca-cert/ca.crt"
+    assert security.password_file == f"{render.SECRETS_DIR}/flight-delays-user/password"
+    assert security.ca_file == f"{render.SECRETS_DIR}/my-cluster-cluster-ca-cert/ca.crt"
     assert (security.sasl_mechanism, security.username, security.verify_hostname) == \
         ("SCRAM-SHA-512", "flight-delays", False)
     # mutual TLS, and no kafka.security at all: the operator's default then

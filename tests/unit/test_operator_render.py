@@ -564,8 +564,8 @@ def test_kafka_secrets_are_mounted_files_the_run_config_names(built):
     secret, sa = render.render_all(body, env={})["streamlets"]["stats"]
     cfg = StreamletRunConfig.model_validate_json(base64.b64decode(secret["data"]["run.json"]))
     assert (cfg.kafka_security.protocol, cfg.kafka_security.ca_file, cfg.kafka_security.cert_file,
-            cfg.kafka_security.key_file) == ("SSL", "/etc/streamlets/kafka/cluster-ca/ca.crt",
-                                             "/etc/streamlets/kafka/app-user/user.crt", "/etc/streamlets/kafka/app-user/user.key")
+            cfg.kafka_security.key_file) == ("SSL", "/etc/streamlets/secrets/cluster-ca/ca.crt",
+                                             "/etc/streamlets/secrets/app-user/user.crt", "/etc/streamlets/secrets/app-user/user.key")
     assert cfg.kafka_security.verify_hostname is True
     spec = sa["spec"]
     secret_volumes = {v["secret"]["secretName"]: v for v in spec["volumes"] if "secret" in v and
@@ -575,7 +575,7 @@ def test_kafka_secrets_are_mounted_files_the_run_config_names(built):
     for pod in ("driver", "executor"):  # Spark's Kafka source and sink read them in both JVMs
         paths = {m["mountPath"]: m["name"] for m in spec[pod]["volumeMounts"]}
         for name, volume in secret_volumes.items():
-            assert paths[f"/etc/streamlets/kafka/{name}"] == volume["name"]
+            assert paths[f"/etc/streamlets/secrets/{name}"] == volume["name"]
 
 
 def test_the_charts_kafka_security_applies_to_a_spec_without_one(built):
@@ -584,7 +584,7 @@ def test_the_charts_kafka_security_applies_to_a_spec_without_one(built):
     secret, _ = render.render_all(copy.deepcopy(built), env={"STREAMLETS_KAFKA_SECURITY": json.dumps(default)})["streamlets"]["flights"]
     cfg = StreamletRunConfig.model_validate_json(base64.b64decode(secret["data"]["run.json"]))
     assert (cfg.kafka_security.sasl_mechanism, cfg.kafka_security.password_file) == (
-        "SCRAM-SHA-512", "/etc/streamlets/kafka/kafka-user/password")
+        "SCRAM-SHA-512", "/etc/streamlets/secrets/kafka-user/password")
     own = copy.deepcopy(built)
     own["spec"]["kafka"]["security"] = {"protocol": "PLAINTEXT"}  # the spec's own wins
     secret, _ = render.render_all(own, env={"STREAMLETS_KAFKA_SECURITY": json.dumps(default)})["streamlets"]["flights"]

@@ -122,3 +122,78 @@ def test_verify_reports_an_unknown_registry_setting_at_its_key(tmp_path):
     result = _cli("verify", str(APP / "blueprint.yaml"), "schema-registry.token=abc", "--format", "json", cwd=APP)
     assert result.returncode == 1
     assert '"unknown-config-key"' in result.stdout and "no schema registry setting 'token'" in result.stdout
+
+
+# --- the cluster: blueprint build's spec.schemaRegistry, the operator's run configs and mounts ----
+
+def _build(*overrides: str):
+    import yaml
+    from typer.testing import CliRunner
+
+    from blueprint.cli import app
+
+    result = CliRunner().invoke(app, ["build", str(APP / "blueprint.yaml"), "--image", "registry.example/r:1",
+                                      "--kafka", "kafka:9092", *overrides])
+    return result.exit_code, (yaml.safe_load(result.stdout) if result.exit_code == 0 else None), result.stderr
+
+
+DEPLOY = ("schema-registry.url=https://registry.internal:8081", "schema-registry.ca-secret=registry-ca/ca.crt",
+          "schema-registry.username=app", "schema-registry.password-secret=shared/registry-password",
+          "kafka.security.protocol=SASL_SSL", "kafka.security.sasl-mechanism=SCRAM-SHA-512",
+          "kafka.security.username=app", "kafka.security.password-secret=shared/kafka-password")
+
+
+def test_build_names_the_registrys_secret_keys_and_the_operator_mounts_them_once():
+    """spec.schemaRegistry holds the URL and SecretKeyRefs, no value; the topics say
+    schemaRegistry; each streamlet's run config names the mounted files and its registry ports;
+    a Secret that Kafka and the registry share is one volume with both keys, in driver and
+    executor."""
+    import base64
+
+    from streamlets_operator import render
+
+    from streamlets.runtime.runconfig import StreamletRunConfig
+
+    code, resource, err = _build(*DEPLOY)
+    assert code == 0, err
+    spec = resource["spec"]
+    assert spec["schemaRegistry"] == {"url": "https://registry.internal:8081", "username": "app",
+                                      "ca": {"name": "registry-ca", "key": "ca.crt"},
+                                      "password": {"name": "shared", "key": "registry-password"}}
+    assert {t["id"]: t.get("schemaRegistry") for t in spec["topics"]} == {"readings": True, "scaled": True}
+    resource["metadata"].update(namespace="apps", uid="0000-1111", generation=1)
+    secret, sapp = render.render_all(resource, env={})["streamlets"]["scale"]
+    cfg = StreamletRunConfig.model_validate_json(base64.b64decode(secret["data"]["run.json"]))
+    assert cfg.registry_ports == ["in", "out"]
+    assert cfg.schema_registry == SchemaRegistry(url="https://registry.internal:8081", username="app",
+                                                 ca_file="/etc/streamlets/secrets/registry-ca/ca.crt",
+                                                 password_file="/etc/streamlets/secrets/shared/registry-password")
+    volumes = {v["secret"]["secretName"]: v for v in sapp["spec"]["volumes"] if "secret" in v}
+    assert volumes["shared"]["secret"]["items"] == [{"key": "kafka-password", "path": "kafka-password"},
+                                                    {"key": "registry-password", "path": "registry-password"}]
+    for pod in ("driver", "executor"):
+        mounts = [m["mountPath"] for m in sapp["spec"][pod]["volumeMounts"]]
+        assert mounts.count("/etc/streamlets/secrets/shared") == 1 and "/etc/streamlets/secrets/registry-ca" in mounts
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["schema-registry.url=https://r", "schema-registry.ca-file=ca.pem"],
+     "schema-registry.ca-file is a file of this machine, which the pods do not have: in a deploy config name a key "
+     "of a Secret, ca-secret = SECRET/KEY"),
+    (["schema-registry.url=https://r", "schema-registry.password-secret=pw/password"],
+     "a password without a username"),
+    (["schema-registry.ca-secret=ca/ca.crt"], "the settings name no url"),
+])
+def test_build_refuses_what_pods_cannot_use(overrides, message):
+    code, _, err = _build(*overrides)
+    assert code == 1 and " ".join(err.split()).count(message) == 1, err
+
+
+def test_the_operator_refuses_registry_topics_without_a_registry():
+    from streamlets_operator import render
+
+    code, resource, err = _build()
+    assert code == 0, err
+    resource["metadata"].update(namespace="apps", uid="0000-1111", generation=1)
+    with pytest.raises(render.SpecError, match="topic 'readings' has schemaRegistry true but spec.schemaRegistry is not set"):
+        render.render_all(resource, env={})
