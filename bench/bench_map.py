@@ -371,11 +371,15 @@ def _median(values: list[float]) -> float:
 def main(argv: list[str] | None = None) -> int:
     import faulthandler
 
-    faulthandler.enable()  # a crash in a native client (librdkafka, py4j) still says where
     args = build_parser().parse_args(argv)
     if args.records <= 0 or args.rounds <= 0 or args.partitions <= 0:
         print("error: --records, --rounds and --partitions must be positive", file=sys.stderr)
         return 2
+    unable = [name for name in args.variants if args.registry and not JOBS[name].wire_format]
+    if unable:
+        print(f"error: --registry: variant(s) {', '.join(unable)} cannot read the wire format", file=sys.stderr)
+        return 2
+    faulthandler.enable()  # a crash in a native client (librdkafka, py4j) still says where
     from blueprint.sandbox.kafka_broker import KafkaBroker, create_topics
     from streamlets.runtime.spark_session import build_spark_session
 
@@ -400,10 +404,6 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap = broker.connection() if args.security != "none" else broker.bootstrap_servers
         registry, prefix = None, b""
         if args.registry:
-            unable = [name for name in variants if not JOBS[name].wire_format]
-            if unable:
-                print(f"error: --registry: variant(s) {', '.join(unable)} cannot read the wire format", file=sys.stderr)
-                return 2
             registry, registry_proc, prefix = start_registry(tmp)
         in_topic = "bench.in"
         warm_topic, warm_n = (("bench.warmup", args.warmup_records) if args.warmup_records

@@ -44,8 +44,8 @@ def registry_problems(r: Resolved, registry: SchemaRegistry) -> list[Problem]:
         try:
             versions = registered(registry, name)
             level = compatibility(registry, name).upper() if versions else "NONE"
-        except SchemaRegistryError as e:
-            return [r.problem("registry-unavailable", str(e), topic)]
+        except SchemaRegistryError as e:  # one error: the other topics would say the same
+            return [*out, r.problem("registry-unavailable", str(e), topic)]
         if not versions:
             continue
         latest = versions[-1]

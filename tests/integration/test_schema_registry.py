@@ -11,6 +11,7 @@ schema changes against the subjects as the registry would.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,8 @@ from streamlets.runtime.deadletter import DEAD_LETTER_SCHEMA
 from streamlets.schema import decode
 
 APP = Path(__file__).resolve().parent / "apps" / "registry"
+sys.path.insert(0, str(APP))
+from registry_app import READING  # noqa: E402  (the inlet's schema)
 READINGS, SCALED, DEAD = "registry.readings", "registry.scaled", "registry.dead-letters"
 # The producing team's versions: v2 adds `unit` (with a default: BACKWARD compatible) and `note`.
 V1 = {"type": "record", "name": "Reading", "namespace": "test.registry", "fields": [
@@ -152,3 +155,32 @@ def test_verify_judges_schema_changes_against_the_registry(registry_run, kafka_b
     (problem,) = [p for p in json.loads(untrusted.stdout)["problems"] if p["code"].startswith("registry-")]
     assert problem["code"] == "registry-unavailable" and url in problem["message"], problem
     assert "CERTIFICATE_VERIFY_FAILED" in problem["message"] or "certificate" in problem["message"], problem
+
+
+def test_error_handling_fail_stops_on_a_value_without_a_reading(spark, secured_schema_registry):
+    """An inlet with error handling "fail" decodes registry values like any (both versions,
+    resolved) and stops on the first value with no reading, naming the inlet, as from_avro's
+    FAILFAST does for plain topics."""
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from streamlets.runtime.codec import RECORD, decode_value
+    from streamlets.schema import AvroSchema
+    from streamlets.schema_registry import SchemaRegistry
+
+    server = secured_schema_registry
+    topic = "registry.fail-fast"
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    client = server.client()
+    good = [AvroSerializer(client, json.dumps(V1))({"id": 1, "value": 0.5}, ctx),
+            AvroSerializer(client, json.dumps(V2))({"id": 2, "value": 1.5, "unit": "ft", "note": ""}, ctx)]
+    registry = SchemaRegistry(url=server.url, ca_file=str(server.ca_file), username=server.username,
+                              password_file=str(server.password_file))
+    reader = AvroSchema.load(READING)
+    rows = decode_value(spark.createDataFrame([(v,) for v in good], "value binary"), reader, permissive=False,
+                        registry=registry, where="inlet in").select(RECORD).collect()
+    assert [r[RECORD].asDict() for r in rows] == [{"id": 1, "value": 0.5, "unit": "m"},
+                                                   {"id": 2, "value": 1.5, "unit": "ft"}]
+    bad = spark.createDataFrame([(v,) for v in [*good, b'{"id": 3}']], "value binary")
+    with pytest.raises(Exception, match="inlet in: a value is not in the schema registry's wire format"):
+        decode_value(bad, reader, permissive=False, registry=registry, where="inlet in").collect()

@@ -12,6 +12,7 @@ auth.basic`, every `/apis/*` path authenticated): 401 without the right user and
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -108,21 +109,23 @@ def _wait_ready(url: str, proc: subprocess.Popen, log: Path, context: ssl.SSLCon
     pytest.fail(f"Apicurio Registry not ready in {timeout:.0f} s:\n{log.read_text()[-3000:]}")
 
 
-def start_registry(folder: Path, *, tls: bool = False, username: str | None = None) -> tuple[RegistryServer, subprocess.Popen]:
-    """Start a registry on a free loopback port, its log in `folder`; with `tls`, HTTPS only, with
-    a certificate for 127.0.0.1 and localhost signed by a CA made in `folder/tls`; with `username`,
-    HTTP basic auth required, the password made here (in `folder/password`)."""
+def start_registry(folder: Path, *, tls: bool = False, username: str | None = None,
+                   host: str = "127.0.0.1") -> tuple[RegistryServer, subprocess.Popen]:
+    """Start a registry on a free port of `host` (a cluster node's address: pods reach it there),
+    its log in `folder`; with `tls`, HTTPS only, with a certificate for `host`, 127.0.0.1 and
+    localhost signed by a CA made in `folder/tls`; with `username`, HTTP basic auth required, the
+    password made here (in `folder/password`)."""
     home = registry_home()
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    env = {**os.environ, "QUARKUS_HTTP_HOST": "127.0.0.1", "QUARKUS_HTTP_PORT": str(port),
+    env = {**os.environ, "QUARKUS_HTTP_HOST": host, "QUARKUS_HTTP_PORT": str(port),
            "QUARKUS_LOG_CONSOLE_JSON": "false", "QUARKUS_PROFILE": "prod"}
     ca_file = None
     context = None
     scheme = "http"
     if tls:
         ca = make_ca(folder / "tls", "registry test CA")
-        cert = make_cert(folder / "tls", "registry", ca, common_name="registry", hosts=("127.0.0.1", "localhost"))
+        cert = make_cert(folder / "tls", "registry", ca, common_name="registry", hosts=(host, "127.0.0.1", "localhost"))
         env.update({"QUARKUS_HTTP_SSL_PORT": str(port), "QUARKUS_HTTP_PORT": str(free_port()),
                     "QUARKUS_HTTP_INSECURE_REQUESTS": "disabled",
                     "QUARKUS_HTTP_SSL_CERTIFICATE_FILES": str(cert.cert),
@@ -143,7 +146,7 @@ def start_registry(folder: Path, *, tls: bool = False, username: str | None = No
         proc = subprocess.Popen(["java", "-Xmx384m", "-XX:+UseSerialGC", "-jar",
                                  str(home / f"apicurio-registry-app-{VERSION}-runner.jar")],
                                 cwd=folder, env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"{scheme}://127.0.0.1:{port}{CCOMPAT}"
+    url = f"{scheme}://{host}:{port}{CCOMPAT}"
     try:
         _wait_ready(url, proc, log, context)
     except BaseException:
@@ -152,8 +155,11 @@ def start_registry(folder: Path, *, tls: bool = False, username: str | None = No
     return RegistryServer(url=url, log=log, ca_file=ca_file, username=username, password_file=password_file), proc
 
 
-def _serve(folder: Path, tls: bool, username: str | None = None) -> Iterator[RegistryServer]:
-    server, proc = start_registry(folder, tls=tls, username=username)
+@contextlib.contextmanager
+def serving(folder: Path, *, tls: bool = False, username: str | None = None,
+            host: str = "127.0.0.1") -> Iterator[RegistryServer]:
+    """start_registry, stopped at the end of the block."""
+    server, proc = start_registry(folder, tls=tls, username=username, host=host)
     try:
         yield server
     finally:
@@ -168,4 +174,5 @@ def _serve(folder: Path, tls: bool, username: str | None = None) -> Iterator[Reg
 def secured_schema_registry(tmp_path_factory) -> Iterator[RegistryServer]:
     """An Apicurio Registry for the session that serves HTTPS only (its CA in `ca_file`) and wants
     basic auth (user `app`, the password in `password_file`)."""
-    yield from _serve(tmp_path_factory.mktemp("registry-secured"), tls=True, username="app")
+    with serving(tmp_path_factory.mktemp("registry-secured"), tls=True, username="app") as server:
+        yield server

@@ -42,6 +42,16 @@ def test_parser_options(bench):
         bench.build_parser().parse_args(["--variants", "nope"])
 
 
+def test_security_and_registry_options(bench, capsys):
+    args = bench.build_parser().parse_args(["--security", "mtls", "--registry"])
+    assert (args.security, args.registry) == ("mtls", True)
+    assert bench.build_parser().parse_args([]).security == "none"
+    # only the jobs that read the wire format run with --registry: refused before anything starts
+    assert not bench.JOBS["permissive"].wire_format and bench.JOBS["baseline"].wire_format
+    assert bench.main(["--registry", "--variants", "permissive"]) == 2
+    assert "variant(s) permissive cannot read the wire format" in capsys.readouterr().err
+
+
 def test_records_round_trip_and_map(workload):
     parsed_in = fastavro.parse_schema(workload.FLIGHT_EVENT)
     parsed_out = fastavro.parse_schema(workload.MAPPED_FLIGHT)
