@@ -327,11 +327,11 @@ def _registry_values(entries: Iterable[Entry]) -> dict[str, str]:
 
 
 def _registry(values: dict[str, str]) -> SchemaRegistry:
-    """SchemaRegistry of the values by key (secret keys as their SECRET/KEY text in the file
-    fields), its ValidationError as a ValueError naming the key."""
+    """SchemaRegistry of the values by key (a deploy config's secrets as their SECRET/KEY text
+    under the file keys), its ValidationError as a ValueError naming the key."""
     if "url" not in values:
         raise ValueError(f"{SCHEMA_REGISTRY}: the settings name no url: set {SCHEMA_REGISTRY}.url")
-    fields = {**REGISTRY_KEYS, **REGISTRY_SECRET_KEYS}
+    fields = REGISTRY_KEYS
     try:
         return SchemaRegistry(**{fields[k]: v for k, v in values.items()})
     except ValidationError as err:
@@ -366,19 +366,9 @@ def deploy_schema_registry(entries: Iterable[Entry]) -> tuple[SchemaRegistry, di
     values = _registry_values(entries)
     if not values:
         return None
-    local = next((key for key in values if key in REGISTRY_LOCAL_KEYS), None)
-    if local is not None:
-        secret = local.replace("-env", "-file").replace("-file", "-secret")
-        raise ValueError(f"{SCHEMA_REGISTRY}.{local} is a {'file' if local.endswith('-file') else 'variable'} of this "
-                         f"machine, which the pods do not have: in a deploy config name a key of a Secret, "
-                         f"{secret} = SECRET/KEY")
-    refs: dict[str, tuple[str, str]] = {}
-    for key, field in REGISTRY_SECRET_KEYS.items():
-        if key in values:
-            try:
-                refs[field] = secret_ref(values[key])
-            except ValueError as err:
-                raise ValueError(f"{SCHEMA_REGISTRY}.{key}: {err}") from None
+    refs = _deploy_secret_refs(values, SCHEMA_REGISTRY, REGISTRY_LOCAL_KEYS, REGISTRY_SECRET_KEYS)
+    file_keys = {field: key for key, field in REGISTRY_KEYS.items()}
+    values.update({file_keys[field]: f"{name}/{key}" for field, (name, key) in refs.items()})
     return _registry(values), refs
 
 
@@ -427,6 +417,28 @@ def kafka_security(entries: Iterable[Entry]) -> KafkaSecurity | None:
     return _security(values) if values else None
 
 
+def _deploy_secret_refs(values: dict[str, Any], scope: str, local_keys: Iterable[str],
+                        secret_keys: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """The (Secret, key) of each `*-secret` value of a deploy config's `scope` (kafka.security,
+    schema-registry), by the model's file field, popped from `values`. ValueError naming the key
+    for a file or environment variable of this machine (`local_keys`: pods have neither) or a
+    value that is not SECRET/KEY."""
+    local = next((key for key in values if key in local_keys), None)
+    if local is not None:
+        secret = local.replace("-env", "-file").replace("-file", "-secret")
+        raise ValueError(f"{scope}.{local} is a {'file' if local.endswith('-file') else 'variable'} of this "
+                         f"machine, which the pods do not have: in a deploy config name a key of a Secret, "
+                         f"{secret} = SECRET/KEY")
+    refs: dict[str, tuple[str, str]] = {}
+    for key, field in secret_keys.items():
+        if key in values:
+            try:
+                refs[field] = secret_ref(values.pop(key))
+            except ValueError as err:
+                raise ValueError(f"{scope}.{key}: {err}") from None
+    return refs
+
+
 def deploy_kafka_security(entries: Iterable[Entry]) -> tuple[KafkaSecurity, dict[str, tuple[str, str]]] | None:
     """A deploy config's `kafka.security.*` (spec.kafka.security): the settings, checked by the
     model's rules, with each secret's file field holding `SECRET/KEY`, and the (Secret, key) of
@@ -436,19 +448,7 @@ def deploy_kafka_security(entries: Iterable[Entry]) -> tuple[KafkaSecurity, dict
     values = _security_values(entries)
     if not values:
         return None
-    local = next((key for key in values if key in LOCAL_KEYS), None)
-    if local is not None:
-        secret = local.replace("-env", "-file").replace("-file", "-secret")
-        raise ValueError(f"kafka.security.{local} is a {'file' if local.endswith('-file') else 'variable'} of this "
-                         f"machine, which the pods do not have: in a deploy config name a key of a Secret, "
-                         f"{secret} = SECRET/KEY")
-    refs: dict[str, tuple[str, str]] = {}
-    for key, field in SECRET_KEYS.items():
-        if key in values:
-            try:
-                refs[field] = secret_ref(values.pop(key))
-            except ValueError as err:
-                raise ValueError(f"kafka.security.{key}: {err}") from None
+    refs = _deploy_secret_refs(values, "kafka.security", LOCAL_KEYS, SECRET_KEYS)
     file_keys = {field: key for key, field in CONFIG_KEYS.items()}
     values.update({file_keys[field]: f"{name}/{key}" for field, (name, key) in refs.items()})
     return _security(values), refs

@@ -175,11 +175,22 @@ def _kafka_security(entries: list[Entry]) -> KafkaSecuritySpec | None:
     if found is None:
         return None
     security, refs = found
-    fields = {file: name for name, file in KAFKA_SECRET_FILES.items()}
-    given: dict[str, Any] = {"protocol": security.protocol, "sasl_mechanism": security.sasl_mechanism,
-                             "username": security.username, "verify_hostname": None if security.verify_hostname else False,
-                             **{fields[file]: SecretKeyRef(name=name, key=key) for file, (name, key) in refs.items()}}
-    return KafkaSecuritySpec(**{k: v for k, v in given.items() if v is not None})  # unset: left out of the resource
+    return KafkaSecuritySpec(**_set(protocol=security.protocol, sasl_mechanism=security.sasl_mechanism,
+                                    username=security.username,
+                                    verify_hostname=None if security.verify_hostname else False,
+                                    **_secret_key_refs(refs, KAFKA_SECRET_FILES)))
+
+
+def _secret_key_refs(refs: dict[str, tuple[str, str]], secret_files: dict[str, str]) -> dict[str, SecretKeyRef]:
+    """A spec's SecretKeyRef fields of the (Secret, key) pairs a deploy config names, by the model's
+    file field (`secret_files`: spec field -> that file field)."""
+    fields = {file: name for name, file in secret_files.items()}
+    return {fields[file]: SecretKeyRef(name=name, key=key) for file, (name, key) in refs.items()}
+
+
+def _set(**given: Any) -> dict[str, Any]:
+    """The fields that are set: unset ones are left out of the resource."""
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def _schema_registry(entries: list[Entry]) -> SchemaRegistrySpec | None:
@@ -189,10 +200,8 @@ def _schema_registry(entries: list[Entry]) -> SchemaRegistrySpec | None:
     if found is None:
         return None
     registry, refs = found
-    fields = {file: name for name, file in REGISTRY_SECRET_FILES.items()}
-    given: dict[str, Any] = {"url": registry.url, "username": registry.username,
-                             **{fields[file]: SecretKeyRef(name=name, key=key) for file, (name, key) in refs.items()}}
-    return SchemaRegistrySpec(**{k: v for k, v in given.items() if v is not None})
+    return SchemaRegistrySpec(**_set(url=registry.url, username=registry.username,
+                                     **_secret_key_refs(refs, REGISTRY_SECRET_FILES)))
 
 
 def _descriptor_last(spec: dict[str, Any]) -> dict[str, Any]:
