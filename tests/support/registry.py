@@ -3,8 +3,8 @@ for the schema-registry tests (fixture `secured_schema_registry`, one per test s
 a company's: HTTPS only, HTTP basic auth required) and bench_map's --registry (start_registry).
 
 `io.apicurio:apicurio-registry-app:<version>:tar.gz:all` (104 MB; a Quarkus application) is
-fetched from Maven Central once with `mvn dependency:copy` and unpacked under
-`<cache>/apicurio/<version>`; 3.0.9 is the newest that runs on Java 17 (3.1 and later need 21).
+fetched from Maven Central once with `mvn dependency:copy` (into Maven's local repository) and
+unpacked under `<cache>/apicurio/<version>` (115 MB); 3.0.9 is the newest that runs on Java 17 (3.1 and later need 21).
 It keeps its schemas in memory (its default H2 store): a fresh registry per session. Ready in
 about 8 seconds, about 260 MB of memory. Basic auth is Quarkus's own (embedded users, `quarkus.http.
 auth.basic`, every `/apis/*` path authenticated): 401 without the right user and password.
@@ -65,6 +65,7 @@ def registry_home(version: str = VERSION) -> Path:
         shutil.rmtree(home, ignore_errors=True)
         os.replace(tmp, home)
         os.makedirs(tmp)  # for TemporaryDirectory's cleanup
+    archive.unlink(missing_ok=True)  # Maven's local repository keeps a copy
     return home
 
 
