@@ -134,10 +134,25 @@ class SchemaRegistry(BaseModel):
 def _failure(registry: SchemaRegistry, what: str, e: Exception) -> SchemaRegistryError:
     from confluent_kafka.schema_registry.error import SchemaRegistryError as _Refused
 
+    if isinstance(e, _Refused) and e.http_status_code in (401, 403):
+        return SchemaRegistryError(f"schema registry {registry.url}: {what}: HTTP {e.http_status_code}, the credentials "
+                                   f"are refused: check {SCOPE}.username and its password "
+                                   f"({'user ' + repr(registry.username) if registry.username else 'none given'})")
     if isinstance(e, _Refused):
         return SchemaRegistryError(f"schema registry {registry.url}: {what}: {e.error_message} "
                                    f"(HTTP {e.http_status_code}, error code {e.error_code})")
     return SchemaRegistryError(f"schema registry {registry.url}: {what}: {type(e).__name__}: {e}")
+
+
+def check(registry: SchemaRegistry) -> None:
+    """The registry answers with these credentials (`GET /subjects`); SchemaRegistryError naming
+    the registry and the cause (unreachable, its certificate untrusted, 401...) otherwise."""
+    try:
+        registry.client().get_subjects()
+    except SchemaRegistryError:
+        raise
+    except Exception as e:
+        raise _failure(registry, "listing its subjects", e) from None
 
 
 def register(registry: SchemaRegistry, topic: str, schema: "AvroSchema") -> int:

@@ -223,7 +223,7 @@ class Sandbox:
         registry and the cause (nothing has started), or a registry topic without one configured."""
         from blueprint.configcheck import config_entries, schema_registry
 
-        from streamlets.schema_registry import SchemaRegistryError
+        from streamlets.schema_registry import SchemaRegistryError, check
 
         entries = self.options.entries
         if entries is None:
@@ -240,12 +240,9 @@ class Sandbox:
                                "schema-registry.url in the config, or give schema-registry.url=URL after the blueprint")
         if topics and registry is not None:
             try:
-                registry.client().get_subjects()
+                check(registry)
             except SchemaRegistryError as err:
                 raise SandboxError(str(err)) from None
-            except Exception as err:
-                raise SandboxError(f"schema registry {registry.url} cannot be reached: {type(err).__name__}: "
-                                   f"{str(err).splitlines()[0] if str(err) else ''}") from None
         return registry
 
     def _kafka_settings(self) -> tuple[KafkaSecurity | None, str]:
