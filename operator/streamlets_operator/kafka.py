@@ -73,8 +73,9 @@ def connection(spec: dict[str, Any] | ApplicationSpec, namespace: str, reader: A
 
 
 def check_registry_secrets(spec: dict[str, Any] | ApplicationSpec, namespace: str, reader: Any = None) -> None:
-    """Each Secret key spec.schemaRegistry names exists: the pods mount them, and a missing one would
-    leave them waiting to start. Raises KafkaSecretError naming the Secret and the key."""
+    """Each Secret key the application's schema registry names (spec.schemaRegistry, else the
+    chart's) exists: the pods mount them, and a missing one would leave them waiting to start.
+    Raises KafkaSecretError naming the Secret and the key."""
     for ref in render.registry_secret_refs(render.typed(spec)).values():
         secret = (reader or kube.get_secret)(namespace, ref.name)
         if secret is None:

@@ -28,7 +28,8 @@ from streamlets.runtime.object_store import ACCESS_KEY_ENV, SECRET_KEY_ENV, Obje
 from streamlets.runtime.runconfig import METRICS_PORT, METRICS_PORT_NAME, StreamletRunConfig, scrape_annotations
 from streamlets.errors import StreamletError
 from blueprint.deploy.spec import (KAFKA_SECRET_FILES, REGISTRY_SECRET_FILES, ApplicationSpec, KafkaSecuritySpec, PodResources,
-                                   S3ASpec, SavepointsSpec, SecretKeyRef, StorageSecretRef, StorageSpec, StreamletSpec)
+                                   S3ASpec, SavepointsSpec, SchemaRegistrySpec, SecretKeyRef, StorageSecretRef, StorageSpec,
+                                   StreamletSpec)
 from streamlets.kafka_security import KafkaSecurity
 from streamlets.schema_registry import SchemaRegistry
 from pydantic import ValidationError
@@ -222,21 +223,37 @@ def kafka_security(spec: ApplicationSpec, env: dict[str, str] | Any = None,
                          **files)
 
 
-def registry_secret_refs(spec: ApplicationSpec) -> dict[str, SecretKeyRef]:
-    """The Secret keys spec.schemaRegistry names, by SchemaRegistry file field (ca_file, password_file)."""
-    registry = spec.schema_registry
+REGISTRY_ENV = "STREAMLETS_SCHEMA_REGISTRY"  # the chart's schemaRegistry, as JSON in the spec's form
+
+
+def schema_registry_spec(spec: ApplicationSpec, env: dict[str, str] | Any = None) -> SchemaRegistrySpec | None:
+    """spec.schemaRegistry, else the operator's default ($STREAMLETS_SCHEMA_REGISTRY, the chart's
+    schemaRegistry as JSON), else None. pydantic's ValidationError for a default that is not a
+    SchemaRegistrySpec."""
+    env = os.environ if env is None else env
+    if spec.schema_registry is not None:
+        return spec.schema_registry
+    default = env.get(REGISTRY_ENV)
+    return SchemaRegistrySpec.model_validate_json(default) if default else None
+
+
+def registry_secret_refs(spec: ApplicationSpec, env: dict[str, str] | Any = None) -> dict[str, SecretKeyRef]:
+    """The Secret keys the application's schema registry (schema_registry_spec) names, by
+    SchemaRegistry file field (ca_file, password_file)."""
+    registry = schema_registry_spec(spec, env)
     if registry is None:
         return {}
     return {file: ref for name, file in REGISTRY_SECRET_FILES.items() if (ref := getattr(registry, name)) is not None}
 
 
-def schema_registry(spec: ApplicationSpec, path: Any = mounted_secret) -> SchemaRegistry | None:
-    """The application's SchemaRegistry (streamlets.schema_registry), each secret a file `path(ref)`
-    (where the pods mount it); None without spec.schemaRegistry."""
-    registry = spec.schema_registry
+def schema_registry(spec: ApplicationSpec, env: dict[str, str] | Any = None,
+                    path: Any = mounted_secret) -> SchemaRegistry | None:
+    """The application's SchemaRegistry (streamlets.schema_registry; schema_registry_spec), each
+    secret a file `path(ref)` (where the pods mount it); None without one."""
+    registry = schema_registry_spec(spec, env)
     if registry is None:
         return None
-    files = {field: path(ref) for field, ref in registry_secret_refs(spec).items()}
+    files = {field: path(ref) for field, ref in registry_secret_refs(spec, env).items()}
     return SchemaRegistry(url=registry.url, username=registry.username, **files)
 
 
@@ -252,7 +269,7 @@ def _secret_volumes(spec: ApplicationSpec, env: dict[str, str] | Any) -> tuple[l
     per Secret with the keys used, mounted read-only at SECRETS_DIR/<secret> in the driver and the
     executors (whose Kafka and registry clients read them)."""
     keys: dict[str, set[str]] = {}
-    for ref in [*kafka_secret_refs(kafka_security_spec(spec, env)).values(), *registry_secret_refs(spec).values()]:
+    for ref in [*kafka_secret_refs(kafka_security_spec(spec, env)).values(), *registry_secret_refs(spec, env).values()]:
         keys.setdefault(ref.name, set()).add(ref.key)
     volumes, mounts = [], []
     for i, (name, used) in enumerate(sorted(keys.items())):
@@ -433,12 +450,14 @@ def validate(spec: dict[str, Any] | ApplicationSpec, env: dict[str, str] | None 
         except ValidationError as e:
             problems += [f"spec.kafka.security: {err['msg'].removeprefix('Value error, ')}" for err in e.errors()]
         try:
-            schema_registry(app)
+            registry = schema_registry(app, env)
         except ValidationError as e:
             problems += [f"spec.schemaRegistry: {err['msg'].removeprefix('Value error, ')}" for err in e.errors()]
-        for t in topics:
-            if t.schema_registry and app.schema_registry is None:
-                problems.append(f"topic {t.id!r} has schemaRegistry true but spec.schemaRegistry is not set")
+        else:
+            for t in topics:
+                if t.schema_registry and registry is None:
+                    problems.append(f"topic {t.id!r} has schemaRegistry true but spec.schemaRegistry is not set "
+                                    "(nor the operator's default, the chart's schemaRegistry)")
     if not problems:
         for s in app.streamlets:
             try:
@@ -465,7 +484,7 @@ def run_config(spec: dict[str, Any] | ApplicationSpec, streamlet: dict[str, Any]
         writer_schemas={k: json.loads(v) for k, v in (s.writer_schemas or {}).items()},
         bootstrap_servers=app.kafka.bootstrap_servers,
         kafka_security=kafka_security(app, env),
-        schema_registry=schema_registry(app),
+        schema_registry=schema_registry(app, env),
         registry_ports=registry_ports(app, s.name),
         config_parameters=dict(s.config_parameters or {}),
         volume_mounts={m["name"]: m["path"] for m in s.descriptor.get("volume_mounts") or []},
