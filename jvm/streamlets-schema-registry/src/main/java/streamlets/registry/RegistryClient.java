@@ -87,7 +87,17 @@ public final class RegistryClient implements Serializable {
     if (type != null && !"AVRO".equals(type.asText())) {
       throw new IOException("schema id " + id + " of registry " + url + " is a " + type.asText() + " schema, not Avro");
     }
-    Schema schema = new Schema.Parser().parse(node.get("schema").asText());
+    JsonNode references = node.get("references");
+    if (references != null && references.size() > 0) {
+      throw new IOException("schema id " + id + " of registry " + url + " refers to other subjects' schemas "
+          + "(schema references), which streamlets do not resolve");
+    }
+    Schema schema;
+    try {
+      schema = new Schema.Parser().parse(node.get("schema").asText());
+    } catch (RuntimeException e) {
+      throw new IOException("schema id " + id + " of registry " + url + " is no Avro schema Avro parses: " + e.getMessage(), e);
+    }
     SCHEMAS.put(key, schema);
     return schema;
   }
