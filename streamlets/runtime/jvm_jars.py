@@ -21,7 +21,9 @@ from pathlib import Path
 from ..cache import cache_root
 from .jars import spark_jars_dir
 
-MODULES = Path(__file__).resolve().parents[2] / "jvm"
+# jvm/ of the checkout, through the package's link to it (streamlets/runtime/jvm), so that a wheel
+# carries the sources too (pyproject.toml's package data)
+MODULES = Path(__file__).parent / "jvm"
 
 
 class JarBuildError(RuntimeError):

@@ -1,7 +1,7 @@
 """The wheel carries everything a user installs: `pip install ".[operator]"` (not editable) into a
 fresh virtual environment outside the repository gives the `blueprint` and `kubectl-streamlets`
-commands, the operator under its import name (streamlets_operator) runnable by kopf, the CRD and
-the type marker files."""
+commands, the operator under its import name (streamlets_operator) runnable by kopf, the CRD, the
+type marker files and the project's Java sources (jvm/)."""
 
 from __future__ import annotations
 
@@ -32,11 +32,15 @@ def test_operator_and_clis_from_a_fresh_virtualenv(tmp_path):
                 "from pathlib import Path\n"
                 "print(Path(streamlets_operator.__file__).parent.parent)\n"
                 "print(crd.load_crd()['spec']['names']['kind'])\n"
-                "print(all((Path(m.__file__).parent / 'py.typed').is_file() for m in (blueprint, streamlets, streamlets_operator)))")
+                "print(all((Path(m.__file__).parent / 'py.typed').is_file() for m in (blueprint, streamlets, streamlets_operator)))\n"
+                "from streamlets.runtime.jvm_jars import sources_of\n"
+                "print(len(list(sources_of('streamlets-schema-registry').rglob('*.java'))))")
     assert where.returncode == 0, where.stderr[-3000:]
-    site, kind, typed = where.stdout.split()
+    site, kind, typed, java = where.stdout.split()
     assert Path(site).is_relative_to(env_dir) and not Path(site).is_relative_to(ROOT)  # installed, not the checkout
     assert (kind, typed) == ("StreamletApplication", "True")
+    # the schema registry UDFs' Java sources, which runtime.jvm_jars compiles on first use
+    assert int(java) == len(list((ROOT / "jvm" / "streamlets-schema-registry").rglob("*.java"))) > 0
 
     kopf = run(str(bin_dir / "kopf"), "run", "-m", "streamlets_operator", "--help")
     assert kopf.returncode == 0 and "--namespace" in kopf.stdout, kopf.stderr[-3000:]
