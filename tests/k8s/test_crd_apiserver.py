@@ -46,7 +46,8 @@ def test_the_built_example_is_stored_unchanged(server, example):
     assert result.returncode == 0, result.stderr
     stored = yaml.safe_load(server.kubectl("get", "sapp", "flight-delays", "-n", NAMESPACE, "-o", "yaml",
                                            check=True).stdout)
-    defaults = {"imagePullPolicy": "IfNotPresent", "deleteTopicsOnDelete": False}
+    defaults = {"imagePullPolicy": "IfNotPresent", "deleteTopicsOnDelete": False,
+                "topics": [{"schemaRegistry": False, **t} for t in example["spec"]["topics"]]}
     assert stored["spec"] == {**example["spec"], **defaults}  # nothing pruned (Avro schemas intact)
 
 
