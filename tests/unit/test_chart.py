@@ -191,6 +191,37 @@ def test_the_charts_object_store_reaches_the_operators_render():
     assert operator_render.render_all(copy.deepcopy(body), env=plain)["claim"] is not None
 
 
+def test_the_charts_schema_registry_reaches_the_operators_render():
+    """The chart's schemaRegistry becomes $STREAMLETS_SCHEMA_REGISTRY, which the operator's render
+    reads: an application with registry topics and no spec.schemaRegistry gets the chart's
+    registry in its run configs, its password Secret mounted; without it, it is refused."""
+    import base64
+    import copy
+
+    from typer.testing import CliRunner
+
+    from blueprint.cli import app as blueprint_cli
+    from streamlets.runtime.runconfig import StreamletRunConfig
+    from streamlets_operator import render as operator_render
+
+    docs = render("schemaRegistry.url=https://registry.internal:8081", "schemaRegistry.username=streamlets",
+                  "schemaRegistry.password.name=registry-user", "schemaRegistry.password.key=password")
+    env = {e["name"]: e.get("value") or "" for e in container(docs)["env"] if "value" in e}
+    built = CliRunner().invoke(blueprint_cli, ["build", str(ROOT / "tests" / "integration" / "apps" / "registry" / "blueprint.yaml"),
+                                               "--image", "r:1", "--kafka", "kafka:9092"])
+    assert built.exit_code == 0, built.output
+    body = yaml.safe_load(built.stdout)
+    body["metadata"].update(namespace="apps", uid="1")
+    secret, sapp = operator_render.render_all(copy.deepcopy(body), env=env)["streamlets"]["scale"]
+    registry = StreamletRunConfig.model_validate_json(base64.b64decode(secret["data"]["run.json"])).schema_registry
+    assert registry is not None and (registry.url, registry.username, registry.password_file) == (
+        "https://registry.internal:8081", "streamlets", "/etc/streamlets/secrets/registry-user/password")
+    assert "/etc/streamlets/secrets/registry-user" in [m["mountPath"] for m in sapp["spec"]["executor"]["volumeMounts"]]
+    plain = {e["name"]: e.get("value") or "" for e in container(render())["env"] if "value" in e}
+    with pytest.raises(operator_render.SpecError, match="spec.schemaRegistry is not set"):
+        operator_render.render_all(copy.deepcopy(body), env=plain)
+
+
 def test_two_replicas_use_peering(two_replicas):
     assert deployment(two_replicas)["spec"]["replicas"] == 2
     assert f"--peering={FULLNAME}" in container(two_replicas)["command"]
