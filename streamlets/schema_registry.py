@@ -116,9 +116,14 @@ class SchemaRegistry(BaseModel):
         return None
 
     def client_config(self) -> dict[str, Any]:
-        """confluent-kafka's SchemaRegistryClient configuration (the password read now)."""
+        """confluent-kafka's SchemaRegistryClient configuration (the password read now).
+        SchemaRegistryError naming the key and the file when the CA or the password cannot be read."""
         conf: dict[str, Any] = {"url": self.url}
         if self.ca_file:
+            try:
+                Path(self.ca_file).read_bytes()
+            except OSError as e:
+                raise SchemaRegistryError(f"{SCOPE}.ca-file: cannot read {self.ca_file}: {e.strerror or e}") from None
             conf["ssl.ca.location"] = self.ca_file
         if self.username:
             conf["basic.auth.user.info"] = f"{self.username}:{self.password() or ''}"

@@ -169,10 +169,12 @@ def decode_value(raw: "DataFrame", schema: AvroSchema, permissive: bool, writer:
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro
 
-    if writer is not None and registry is None:
+    if registry is not None:
+        writer = None  # each value names its writer schema
+    if writer is not None:
         check_logical_types(writer, schema, where)
     options = {"mode": "PERMISSIVE" if permissive else "FAILFAST"}
-    if writer is not None and registry is None and writer.fingerprint != schema.fingerprint:
+    if writer is not None and writer.fingerprint != schema.fingerprint:
         options["avroSchema"] = schema.json
     else:
         writer = schema

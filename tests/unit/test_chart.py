@@ -194,7 +194,8 @@ def test_the_charts_object_store_reaches_the_operators_render():
 def test_the_charts_schema_registry_reaches_the_operators_render():
     """The chart's schemaRegistry becomes $STREAMLETS_SCHEMA_REGISTRY, which the operator's render
     reads: an application with registry topics and no spec.schemaRegistry gets the chart's
-    registry in its run configs, its password Secret mounted; without it, it is refused."""
+    registry in its run configs, its password Secret mounted; without it, it is refused; a spec's
+    own registry wins."""
     import base64
     import copy
 
@@ -220,6 +221,11 @@ def test_the_charts_schema_registry_reaches_the_operators_render():
     plain = {e["name"]: e.get("value") or "" for e in container(render())["env"] if "value" in e}
     with pytest.raises(operator_render.SpecError, match="spec.schemaRegistry is not set"):
         operator_render.render_all(copy.deepcopy(body), env=plain)
+    own = copy.deepcopy(body)  # a spec's own registry wins over the chart's
+    own["spec"]["schemaRegistry"] = {"url": "http://team-registry:8081"}
+    secret, _ = operator_render.render_all(own, env=env)["streamlets"]["scale"]
+    registry = StreamletRunConfig.model_validate_json(base64.b64decode(secret["data"]["run.json"])).schema_registry
+    assert registry is not None and (registry.url, registry.username) == ("http://team-registry:8081", None)
 
 
 def test_two_replicas_use_peering(two_replicas):

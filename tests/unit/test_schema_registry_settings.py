@@ -83,6 +83,8 @@ def test_the_password_is_read_when_a_client_is_made_and_named_when_missing(tmp_p
     assert "s3cret" not in registry.model_dump_json()  # the model names where the secret is, never its value
     (tmp_path / "pw").write_text("from-file\n")
     assert SchemaRegistry(url="http://r", username="k", password_file=str(tmp_path / "pw")).password() == "from-file"
+    with pytest.raises(SchemaRegistryError, match=r"schema-registry.ca-file: cannot read /nope/ca.pem: No such file"):
+        SchemaRegistry(url="https://r", ca_file="/nope/ca.pem").client_config()
     with pytest.raises(ValueError, match="a password without a username"):
         SchemaRegistry(url="http://r", password_env="X")
 
@@ -197,34 +199,3 @@ def test_the_operator_refuses_registry_topics_without_a_registry():
     resource["metadata"].update(namespace="apps", uid="0000-1111", generation=1)
     with pytest.raises(render.SpecError, match="topic 'readings' has schemaRegistry true but spec.schemaRegistry is not set"):
         render.render_all(resource, env={})
-
-
-def test_the_charts_schema_registry_applies_to_a_spec_without_one():
-    """The chart's schemaRegistry ($STREAMLETS_SCHEMA_REGISTRY, the spec's form) is the registry
-    of an application whose spec has none; a spec's own wins."""
-    import base64
-    import json
-
-    from streamlets_operator import render
-
-    from streamlets.runtime.runconfig import StreamletRunConfig
-
-    default = {"url": "https://registry.cluster:8081", "username": "streamlets",
-               "password": {"name": "registry-user", "key": "password"}}
-    env = {render.REGISTRY_ENV: json.dumps(default)}
-    code, resource, err = _build()
-    assert code == 0, err
-    resource["metadata"].update(namespace="apps", uid="0000-1111", generation=1)
-
-    def registry_of(body) -> SchemaRegistry | None:
-        secret, sapp = render.render_all(body, env=env)["streamlets"]["scale"]
-        mounts = [m["mountPath"] for m in sapp["spec"]["driver"]["volumeMounts"]]
-        assert "/etc/streamlets/secrets/registry-user" in mounts or "schemaRegistry" in body["spec"]
-        return StreamletRunConfig.model_validate_json(base64.b64decode(secret["data"]["run.json"])).schema_registry
-
-    assert registry_of(resource) == SchemaRegistry(url="https://registry.cluster:8081", username="streamlets",
-                                                   password_file="/etc/streamlets/secrets/registry-user/password")
-    code, own, err = _build("schema-registry.url=http://team-registry:8081")
-    assert code == 0, err
-    own["metadata"].update(namespace="apps", uid="0000-1111", generation=1)
-    assert registry_of(own) == SchemaRegistry(url="http://team-registry:8081")
