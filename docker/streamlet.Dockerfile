@@ -72,22 +72,29 @@ COPY streamlets/runtime/jars.py /tmp/jars.py
 RUN cd /tmp && SPARK_LOCAL_IP=127.0.0.1 SPARK_LOCAL_HOSTNAME=localhost python /tmp/connectors.py \
  && rm -rf /tmp/* /tmp/.[!.]*
 
-# The project's own jar: the schema registry topics' UDFs (jvm/streamlets-schema-registry;
-# streamlets.runtime.schema_registry), compiled with a JDK in a stage of its own against Spark's
-# jars, then put among them (streamlets.runtime.jvm_jars finds it there: a pod compiles nothing).
+# The project's own jars (streamlets.runtime.jvm_jars): the exactly-once Kafka sink
+# (jvm/streamlets-kafka-eos, streamlets.runtime.exactly_once) and the schema registry topics' UDFs
+# (jvm/streamlets-schema-registry, streamlets.runtime.schema_registry), compiled with a JDK in a
+# stage of its own against Spark's jars (kafka-clients among them: connectors.py), then put among
+# them: every JVM of a pod has them on its class path, and a pod compiles nothing.
 FROM spark AS jvm
 RUN apt-get update \
  && apt-get install -y --no-install-recommends openjdk-17-jdk-headless \
  && rm -rf /var/lib/apt/lists/*
-COPY jvm/streamlets-schema-registry/src/main/java/ /tmp/jvm/
-RUN mkdir /tmp/classes \
- && javac --release 17 -nowarn -d /tmp/classes -cp "$SPARK_HOME/jars/*" $(find /tmp/jvm -name '*.java') \
- && jar cf /tmp/streamlets-schema-registry.jar -C /tmp/classes .
+COPY jvm/ /tmp/jvm/
+RUN for module in streamlets-kafka-eos streamlets-schema-registry; do \
+      mkdir -p /tmp/classes/$module \
+      && javac --release 17 -nowarn -d /tmp/classes/$module -cp "$SPARK_HOME/jars/*" $(find /tmp/jvm/$module/src/main/java -name '*.java') \
+      && if [ -d /tmp/jvm/$module/src/main/resources ]; then cp -r /tmp/jvm/$module/src/main/resources/. /tmp/classes/$module/; fi \
+      && jar cf /tmp/$module.jar -C /tmp/classes/$module . || exit 1; \
+    done
 
 FROM spark
 ARG VERSION=0.1.0
-COPY --from=jvm /tmp/streamlets-schema-registry.jar /tmp/jars/
-RUN mv /tmp/jars/streamlets-schema-registry.jar "$SPARK_HOME/jars/streamlets-schema-registry-${VERSION}.jar" && rm -rf /tmp/jars
+COPY --from=jvm /tmp/streamlets-kafka-eos.jar /tmp/streamlets-schema-registry.jar /tmp/jars/
+RUN for module in streamlets-kafka-eos streamlets-schema-registry; do \
+      mv /tmp/jars/$module.jar "$SPARK_HOME/jars/$module-${VERSION}.jar"; \
+    done && rm -rf /tmp/jars
 
 # Spark's conventional user; /opt/spark holds the working directory and, in pods, the
 # configuration Spark mounts at /opt/spark/conf.
@@ -106,7 +113,7 @@ COPY blueprint/ /tmp/src/blueprint/
 COPY charts/streamlets-operator/crds/ /tmp/src/charts/streamlets-operator/crds/
 RUN PIP_NO_CACHE_DIR=1 pip install -q --no-deps --no-build-isolation /tmp/src \
  && rm -rf /tmp/src \
- && cd / && python -c "import streamlets.driver, streamlets.runtime.runner, blueprint; from streamlets.runtime.jars import connectors_in_spark_home; assert connectors_in_spark_home(s3a=True); from streamlets.runtime.schema_registry import registry_jar; assert registry_jar().name.endswith('-${VERSION}.jar')"
+ && cd / && python -c "import streamlets.driver, streamlets.runtime.runner, blueprint; from streamlets.runtime.jars import connectors_in_spark_home; assert connectors_in_spark_home(s3a=True); from streamlets.runtime.schema_registry import registry_jar; assert registry_jar().name.endswith('-${VERSION}.jar'); from streamlets.runtime.eos_jar import eos_jar; assert eos_jar().name.endswith('-${VERSION}.jar')"
 # The driver's main file (the SparkApplication's mainApplicationFile); tests/k8s/test_operator.py
 # runs this same file with spark-submit.
 COPY docker/runner.py /opt/streamlets/runner.py

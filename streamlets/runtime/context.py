@@ -68,7 +68,6 @@ class StreamletContext:
         self.realtime_tasks: dict[str, int] = {}
         self.realtime_lock = threading.Lock()
         # (query, records) of each committed exactly-once batch; the runtime counts them as records out
-        self.count_output: Callable[[str, int], None] | None = None
         # (query, its checkpoint's last committed end offsets per source): what it had processed
         # before this start (ProgressMonitor.seed_end_offsets)
         self.seed_offsets: Callable[[str, list], None] | None = None
@@ -225,10 +224,10 @@ class StreamletContext:
         level refuses it) and values carry the wire format's header with its id.
 
         On Kafka the outlet is exactly-once unless the run config's `delivery` is at-least-once
-        or the streamlet runs in Real-Time Mode: each micro-batch is one Kafka transaction
-        (runtime.exactly_once, through foreachBatch); otherwise Spark's Kafka sink (at-least-once;
-        Real-Time Mode queries cannot use foreachBatch). At-least-once outlets may track progress
-        asynchronously (run config `progress_tracking`, runtime.progress_tracking).
+        or the streamlet runs in Real-Time Mode: each micro-batch becomes visible as a whole
+        (runtime.exactly_once: tasks write in Kafka transactions, the driver commits them with the
+        batch); otherwise Spark's Kafka sink (at-least-once; the one Kafka sink Real-Time Mode
+        runs). At-least-once outlets may track progress asynchronously (run config `progress_tracking`, runtime.progress_tracking).
         """
         where = f"streamlet {self.name!r}, outlet {outlet.name!r}"
         registry = self.run.registry(outlet.name) if outlet.name in self.run.topics else None

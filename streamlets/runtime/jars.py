@@ -11,6 +11,8 @@ of it), which puts them into $SPARK_HOME/jars so a pod downloads nothing.
 from __future__ import annotations
 
 import os
+import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 SCALA = "2.13"  # Spark 4 is built for Scala 2.13 only
@@ -42,6 +44,41 @@ def hadoop_version() -> str:
     for jar in spark_jars_dir().glob("hadoop-client-runtime-*.jar"):
         return jar.name[len("hadoop-client-runtime-"):-len(".jar")]
     raise RuntimeError(f"no hadoop-client-runtime jar in {spark_jars_dir()}: cannot tell which hadoop-aws matches")
+
+
+# The kafka-clients version each Spark release's Kafka connector depends on (spark-parent's
+# kafka.version): the exactly-once sink's jar compiles against it (streamlets.runtime.eos_jar).
+KAFKA_CLIENTS_FOR_SPARK = {"4.2.0": "3.9.2"}
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
+
+
+def kafka_clients_version(version: str | None = None) -> str:
+    """kafka-clients' version for this Spark (KAFKA_CLIENTS_FOR_SPARK). RuntimeError for a Spark it
+    does not know."""
+    v = version or spark_version()
+    if v not in KAFKA_CLIENTS_FOR_SPARK:
+        raise RuntimeError(f"Spark {v}: which kafka-clients its Kafka connector uses is not known; add it to "
+                           "streamlets.runtime.jars.KAFKA_CLIENTS_FOR_SPARK (spark-parent's kafka.version)")
+    return KAFKA_CLIENTS_FOR_SPARK[v]
+
+
+def maven_mirrors(settings: Path | None = None) -> list[str]:
+    """Mirror URLs from Maven's settings.xml (~/.m2/settings.xml), blocked mirrors left out."""
+    path = settings or Path.home() / ".m2" / "settings.xml"
+    if not path.is_file():
+        return []
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError:
+        return []
+    ns = re.match(r"\{.*\}", root.tag)
+    p = ns.group(0) if ns else ""
+    urls = []
+    for mirror in root.iter(f"{p}mirror"):
+        url, blocked = mirror.findtext(f"{p}url"), mirror.findtext(f"{p}blocked")
+        if url and (blocked or "").strip().lower() != "true":
+            urls.append(url.strip())
+    return urls
 
 
 # The AWS SDK v2 version each Hadoop release is built with (hadoop-project's aws-java-sdk-v2.version)

@@ -79,8 +79,8 @@ class QueryStats:
     input_rows: int = 0
     output_rows: int = 0
     # Whether output_rows counts what the query wrote: Spark's sink reported numOutputRows (Kafka,
-    # files) or the runtime counted it (exactly-once outlets); False for a foreachBatch sink of the
-    # streamlet's own (Spark reports -1), whose rows nobody counts.
+    # exactly-once outlets, files); False for a foreachBatch sink of the streamlet's own (Spark
+    # reports -1), whose rows nobody counts.
     output_counted: bool = False
     malformed: int = 0
     input_rate: float = 0.0
@@ -99,8 +99,6 @@ class QueryStats:
     sources_lag: int = 0
     status: str = "starting"
     exception: str | None = None
-    # records count_output added since the last progress report (its "output" in the log line)
-    unreported_output: int | None = None
 
 
 @dataclass
@@ -142,15 +140,6 @@ class ProgressMonitor(StreamingQueryListener):
         streamlet, _, query = name.partition(".")
         with self._lock:
             return self.stats.setdefault(name, QueryStats(streamlet, query or name))
-
-    def count_output(self, streamlet: str, query: str, records: int) -> None:
-        """Records a query's sink wrote that Spark does not count (a foreachBatch sink reports
-        numOutputRows -1): the exactly-once outlets' committed records."""
-        stats = self._entry(f"{streamlet}.{query}")
-        with self._lock:
-            stats.output_rows += records
-            stats.output_counted = True
-            stats.unreported_output = (stats.unreported_output or 0) + records
 
     def seed_end_offsets(self, streamlet: str, query: str, offsets: list) -> None:
         """What a (re)started query had processed before this process: its checkpoint's last
@@ -212,9 +201,8 @@ class ProgressMonitor(StreamingQueryListener):
         sink_rows = p.sink.numOutputRows if p.sink is not None else -1
         if p.sink is not None and "noop" in (p.sink.description or "").lower():
             sink_rows = -1  # Spark's noop sink (an unconnected outlet, a dry run): nothing was written
-        with self._lock:  # the sink's count, else what count_output counted for this batch, else unknown
-            output = sink_rows if sink_rows >= 0 else stats.unreported_output
-            stats.unreported_output = None
+        with self._lock:  # the sink's count, else unknown
+            output = sink_rows if sink_rows >= 0 else None
             if sink_rows >= 0:
                 stats.output_rows += sink_rows
                 stats.output_counted = True

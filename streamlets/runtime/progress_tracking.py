@@ -13,8 +13,9 @@ What Spark runs it with, and so what `blueprint verify --config` and the runner 
 naming the streamlet and the reason:
 
 - Spark's Kafka sink only (Spark 4.1 also takes foreach, memory, console and noop sinks, none of
-  which a streamlet's outlet is): an exactly-once outlet writes through foreachBatch (one Kafka
-  transaction per micro-batch, streamlets.runtime.exactly_once), which it refuses. So the
+  which a streamlet's outlet is): an exactly-once outlet writes through its own sink (Kafka
+  transactions the driver commits with each micro-batch, streamlets.runtime.exactly_once), which it
+  refuses. So the
   streamlet's delivery must be at-least-once, and queries started with `start_query` must write
   to Kafka.
 - Kafka sources, stateless queries (aggregations, deduplication, stream-stream joins keep state,
@@ -71,8 +72,8 @@ def streamlet_refusals(*, kafka: bool, delivery: str, real_time: bool, available
         reasons.append("it does not run on Kafka (the test kit's folder transport); asynchronous progress tracking "
                        "needs Kafka sources and Spark's Kafka sink")
     elif delivery == EXACTLY_ONCE:
-        reasons.append("its Kafka outlets are exactly-once (one Kafka transaction per micro-batch through foreachBatch, "
-                       "which asynchronous progress tracking cannot run); set delivery = " + AT_LEAST_ONCE)
+        reasons.append("its Kafka outlets are exactly-once (Kafka transactions the driver commits with each micro-batch, "
+                       "a sink asynchronous progress tracking cannot run); set delivery = " + AT_LEAST_ONCE)
     if real_time:
         reasons.append("it runs in real-time mode, whose progress is tracked per checkpoint interval already")
     if available_now:

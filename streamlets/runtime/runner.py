@@ -86,7 +86,6 @@ class StreamletRuntime:
         ctx = StreamletContext(session, cls(), run, self.transport, self.dead_letters)
         ctx.realtime_tasks = self.realtime_tasks
         ctx.realtime_lock = self.realtime_lock
-        ctx.count_output = lambda query, n: self.monitor.count_output(run.streamlet, query, n)
         ctx.seed_offsets = lambda query, offsets: self.monitor.seed_end_offsets(run.streamlet, query, offsets)
         self.monitor.register(run.streamlet, ctx.inlet_reads, ctx.checkpoint_location)
         self.contexts[run.streamlet] = ctx
@@ -167,10 +166,8 @@ class StreamletRuntime:
 
     def stop_queries(self, streamlet: str) -> int:
         """Stop a streamlet's queries (StreamingQuery.stop: a running micro-batch is cancelled and
-        runs again at the next start, from the offset log), its exactly-once writers told first.
-        Returns how many queries it has."""
+        runs again at the next start, from the offset log). Returns how many queries it has."""
         ctx = self.contexts[streamlet]
-        _close_batch_writers(ctx)
         for q in ctx.queries:
             try:
                 q.stop()
@@ -198,8 +195,6 @@ class StreamletRuntime:
     def stop(self, timeout: float = 60.0) -> None:
         """Stop every query, wait for their last progress reports, finish pending dead-letter
         scans, close the writer. `timeout` bounds each wait (seconds)."""
-        for ctx in self.contexts.values():
-            _close_batch_writers(ctx)
         for q in self.queries():
             try:
                 q.stop()
@@ -215,12 +210,6 @@ class StreamletRuntime:
                 ctx.spark.streams.removeListener(self.monitor)
             except Exception:  # the session may already be gone at shutdown
                 pass
-
-
-def _close_batch_writers(ctx: StreamletContext) -> None:
-    """Tell the streamlet's exactly-once writers their queries are stopping (exactly_once.close)."""
-    for writer in getattr(ctx, "batch_writers", {}).values():
-        writer.close()
 
 
 def start_control_listener(runtime: StreamletRuntime, run: StreamletRunConfig):

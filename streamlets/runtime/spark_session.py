@@ -19,16 +19,14 @@ spark-submit when it launches the driver JVM.
 from __future__ import annotations
 
 import os
-import re
 import sys
-import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
 from .. import avro_limits
 from ..cache import cache_root
 from . import jvm_jars
-from .jars import S3A_EXCLUDES, connector_packages, connectors_in_spark_home, s3a_packages, spark_version
+from .jars import S3A_EXCLUDES, connector_packages, connectors_in_spark_home, maven_mirrors, s3a_packages, spark_version
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -56,12 +54,14 @@ def cached_connector_jars(s3a: bool = False) -> list[str] | None:
 
 def own_jars() -> list[Path]:
     """The project's jars every session carries, where they are not among Spark's jars already:
-    the schema registry UDFs (runtime.schema_registry; left out when no javac can build them)."""
+    the exactly-once Kafka sink (runtime.eos_jar) and the schema registry UDFs
+    (runtime.schema_registry); each left out when it cannot be built here (no javac), where
+    what needs it says so when it starts."""
+    from .eos_jar import built_eos_jar
     from .jvm_jars import built_jars_dir
     from .schema_registry import registry_jar
 
-    jar = registry_jar()
-    return [jar] if jar is not None and jar.parent == built_jars_dir() else []
+    return [jar for jar in (built_eos_jar(), registry_jar()) if jar is not None and jar.parent == built_jars_dir()]
 
 
 def _remember_connector_jars(resolved: str, s3a: bool = False) -> None:
@@ -80,25 +80,6 @@ def _remember_connector_jars(resolved: str, s3a: bool = False) -> None:
         tmp = _manifest(s3a).with_suffix(".tmp")
         tmp.write_text("\n".join(jars) + "\n")
         os.replace(tmp, _manifest(s3a))
-
-
-def maven_mirrors(settings: Path | None = None) -> list[str]:
-    """Mirror URLs from Maven's settings.xml (~/.m2/settings.xml), blocked mirrors left out."""
-    path = settings or Path.home() / ".m2" / "settings.xml"
-    if not path.is_file():
-        return []
-    try:
-        root = ET.parse(path).getroot()
-    except ET.ParseError:
-        return []
-    ns = re.match(r"\{.*\}", root.tag)
-    p = ns.group(0) if ns else ""
-    urls = []
-    for mirror in root.iter(f"{p}mirror"):
-        url, blocked = mirror.findtext(f"{p}url"), mirror.findtext(f"{p}blocked")
-        if url and (blocked or "").strip().lower() != "true":
-            urls.append(url.strip())
-    return urls
 
 
 DEFAULT_CONF: dict[str, str] = {

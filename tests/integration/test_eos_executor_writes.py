@@ -127,19 +127,44 @@ def wait_for(path: Path, job: subprocess.Popen, seconds: float = 240) -> None:
         time.sleep(0.2)
 
 
+APP = "eos"  # the ledger topic is this application's: eos.outlet-batches
+
+
+def ledger(bootstrap: str, prefix: str) -> dict:
+    """The outlet query's last ledger record (exactly_once.ledger_state)."""
+    from streamlets.kafka_security import KafkaConnection
+    from streamlets.runtime.exactly_once import ledger_state
+
+    return ledger_state(KafkaConnection(bootstrap_servers=bootstrap), APP, prefix)
+
+
+def wait_for_ledger(bootstrap: str, prefix: str, batch: int, state: str, job: subprocess.Popen,
+                    seconds: float = 240) -> None:
+    deadline = time.monotonic() + seconds
+    while (lambda e: (e.get("batch"), e["state"]))(ledger(bootstrap, prefix)) != (batch, state):
+        assert job.poll() is None, f"the job exited ({job.returncode}) before batch {batch} was {state}"
+        assert time.monotonic() < deadline, f"batch {batch} not {state} after {seconds} s"
+        time.sleep(0.5)
+
+
 def start_job(jars: str, folder: Path, bootstrap: str, topic: str, prefix: str, *options: str) -> subprocess.Popen:
-    """apps/eos/sink_job.py in its own process, on `folder`'s in/, checkpoint/, ledger/, gate/."""
+    """apps/eos/sink_job.py in its own process, on `folder`'s in/, checkpoint/, gate/; the ledger
+    topic eos.outlet-batches (created here when missing)."""
+    from streamlets.kafka_security import KafkaConnection
+    from streamlets.runtime.exactly_once import ensure_ledger
+
     for name in ("in", "gate"):
         (folder / name).mkdir(exist_ok=True)
-    return subprocess.Popen([sys.executable, str(APPS / "sink_job.py"), jars, *(str(folder / n) for n in
-                             ("in", "checkpoint", "ledger", "gate")), bootstrap, topic, prefix, *options],
-                            stdout=subprocess.DEVNULL, stderr=open(folder / "job.log", "ab"))
+    ledger_topic = ensure_ledger(KafkaConnection(bootstrap_servers=bootstrap), APP)
+    return subprocess.Popen([sys.executable, str(APPS / "sink_job.py"), jars, str(folder / "in"),
+                             str(folder / "checkpoint"), ledger_topic, str(folder / "gate"), bootstrap, topic, prefix,
+                             *options], stdout=subprocess.DEVNULL, stderr=open(folder / "job.log", "ab"))
 
 
-def run_until_committed(job: subprocess.Popen, folder: Path, batch: int) -> None:
+def run_until_committed(job: subprocess.Popen, folder: Path, bootstrap: str, prefix: str, batch: int) -> None:
     """Let the job run until `batch` is committed in the ledger and in Spark's commit log, then stop it."""
     try:
-        wait_for(folder / "ledger" / f"{batch}.committed", job)
+        wait_for_ledger(bootstrap, prefix, batch, "committed", job)
         wait_for(folder / "checkpoint" / "commits" / str(batch), job)
         (folder / "gate" / "stop").touch()
         assert job.wait(240) == 0, (folder / "job.log").read_text()[-3000:]
@@ -151,7 +176,7 @@ def run_until_committed(job: subprocess.Popen, folder: Path, batch: int) -> None
 def test_executors_write_each_task_in_its_transaction_and_the_driver_commits(kafka_broker, job_jars, tmp_path):
     bootstrap = kafka_broker.bootstrap_servers
     (topic,) = topics(kafka_broker, "eos-sink", partitions=3)
-    source, gate, ledger, checkpoint = (tmp_path / n for n in ("in", "gate", "ledger", "checkpoint"))
+    source, gate, checkpoint = (tmp_path / n for n in ("in", "gate", "checkpoint"))
     source.mkdir()
     gate.mkdir()
     prefix = f"eos-{uuid.uuid4().hex[:6]}"
@@ -173,13 +198,14 @@ def test_executors_write_each_task_in_its_transaction_and_the_driver_commits(kaf
         assert len(tasks) == 3 and sum(per_task) == 30 and all(n > 0 for n in per_task), tasks
         assert sorted(t[2] for t in tasks) == [f"{prefix}-{p}" for p in range(3)]
         assert visible(bootstrap, topic, 3) == [] and held_back(bootstrap, topic)
+        assert ledger(bootstrap, prefix)["state"] == "decided"
         (gate / "hold-0").unlink()
-        wait_for(ledger / "0.committed", job)
+        wait_for_ledger(bootstrap, prefix, 0, "committed", job)
         assert visible(bootstrap, topic, 3) == sorted(a)
 
         (source / "b.txt").write_bytes(b"\n".join(b) + b"\n")  # batch 1: the driver dies after its decision
         assert job.wait(240) != 0
-        assert (gate / "1.decided").exists() and not (ledger / "1.committed").exists()
+        assert (gate / "1.decided").exists() and (ledger(bootstrap, prefix)["batch"], ledger(bootstrap, prefix)["state"]) == (1, "decided")
         assert visible(bootstrap, topic, 3) == sorted(a)
     finally:
         if job.poll() is None:
@@ -194,14 +220,14 @@ def test_executors_write_each_task_in_its_transaction_and_the_driver_commits(kaf
         (gate / "crash-before-2").touch()  # batch 2: the driver dies before its decision
         (source / "c.txt").write_bytes(b"\n".join(c) + b"\n")
         assert job.wait(240) != 0
-        assert not (ledger / "2.decision").exists() and held_back(bootstrap, topic)  # tasks' transactions open
+        assert ledger(bootstrap, prefix)["batch"] == 1 and held_back(bootstrap, topic)  # tasks' transactions open, undecided
     finally:
         if job.poll() is None:
             job.kill()
 
     (gate / "crash-before-2").unlink()
     job = start()  # fences prefix-0..2 (aborts batch 2's leftovers); Spark replays batch 2, written again
-    run_until_committed(job, tmp_path, 2)
+    run_until_committed(job, tmp_path, bootstrap, prefix, 2)
     assert held_back(bootstrap, topic) == {}
     assert visible(bootstrap, topic, 3) == sorted(a + b + c)
 
@@ -213,7 +239,7 @@ def test_a_batch_the_broker_aborted_is_written_again_and_a_failed_task_attempt_i
     attempt of one task fails after sending rows, its retry fences it (initTransactions)."""
     bootstrap = kafka_broker.bootstrap_servers
     (topic,) = topics(kafka_broker, "eos-timeout", partitions=3)
-    gate, ledger = tmp_path / "gate", tmp_path / "ledger"
+    gate = tmp_path / "gate"
     prefix = f"eos-{uuid.uuid4().hex[:6]}"
     a = [f"a-{i}".encode() for i in range(30)]
     gate.mkdir()
@@ -235,7 +261,7 @@ def test_a_batch_the_broker_aborted_is_written_again_and_a_failed_task_attempt_i
         assert visible(bootstrap, topic, 3) == []
         (gate / "hold-0").unlink()
         assert job.wait(240) != 0  # the commit is fenced: the batch fails
-        assert (ledger / "0.aborted").exists() and not (ledger / "0.committed").exists()
+        assert (ledger(bootstrap, prefix)["batch"], ledger(bootstrap, prefix)["state"]) == (0, "aborted")
         assert "aborted all its transactions" in (tmp_path / "job.log").read_text()
     finally:
         if job.poll() is None:
@@ -243,7 +269,7 @@ def test_a_batch_the_broker_aborted_is_written_again_and_a_failed_task_attempt_i
 
     (gate / "task-failed").unlink()
     job = start_job(job_jars, tmp_path, bootstrap, topic, prefix)
-    run_until_committed(job, tmp_path, 0)
+    run_until_committed(job, tmp_path, bootstrap, prefix, 0)
     assert (gate / "task-failed").exists()
     assert held_back(bootstrap, topic) == {}
     assert visible(bootstrap, topic, 3) == sorted(a)

@@ -1,16 +1,25 @@
-"""Exactly-once outlets (streamlets.runtime.exactly_once) on a real broker and real Spark: a
-micro-batch is visible to read_committed consumers only when it commits as a whole, and a
-replayed batch whose transaction committed is not written twice (the batch ledger)."""
+"""Exactly-once outlets (streamlets.runtime.exactly_once, the streamlets-kafka-eos sink) on a real
+broker and real Spark, in this process's session: a micro-batch is visible to read_committed
+consumers only when it commits as a whole (a failed batch's finished tasks wrote, and are
+aborted), a replayed batch is written once, a fresh checkpoint's batches are written even where
+batch ids repeat, keys land where Spark's Kafka sink puts them, and a newer driver of the same
+outlet query fences an older one. Driver crashes between the tasks' writes, the decision and the
+commits run in their own processes: tests/integration/test_eos_executor_writes.py."""
 
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from blueprint.sandbox.kafka_broker import create_topics
-from streamlets.runtime.exactly_once import ExactlyOnceError, TransactionalBatchWriter
+from streamlets.kafka_security import KafkaConnection
+from streamlets.runtime.exactly_once import ensure_ledger, ledger_state, sink_options, transactional_id
+from streamlets.runtime.transport import KafkaTransport
+
+pytestmark = pytest.mark.timeout(600)
 
 
 def committed_records(bootstrap: str, topic: str, partitions: int) -> list[tuple[bytes | None, bytes]]:
@@ -34,76 +43,92 @@ def committed_records(bootstrap: str, topic: str, partitions: int) -> list[tuple
     return out
 
 
-def batch(spark, lo: int, hi: int, partitions: int = 4):
-    """A DataFrame shaped like codec.encode_outlet's output: key string, value binary."""
+def values(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    return sorted(int(v) for _, v in committed_records(bootstrap, topic, partitions))
+
+
+def add_batch(spark, folder: Path, name: str, lo: int, hi: int) -> None:
+    """One Parquet file of ids lo..hi-1: one micro-batch of the query (maxFilesPerTrigger=1)."""
+    spark.range(lo, hi, numPartitions=1).write.parquet(str(folder / name))
+
+
+def outlet_query(spark, bootstrap: str, app: str, topic: str, source: Path, checkpoint: Path, *,
+                 fail_at: int | None = None, trigger: dict | None = None):
+    """Source files' ids -> (key, value) = (id, id as UTF-8) in 4 Spark partitions -> the
+    exactly-once sink, as context.write_stream starts it. `fail_at`: the task holding that id
+    fails after its partition's earlier rows were sent."""
     from pyspark.sql import functions as F
 
-    return (spark.range(lo, hi, numPartitions=partitions)
-            .select(F.col("id").cast("string").alias("key"), F.encode(F.col("id").cast("string"), "utf-8").alias("value")))
+    rows = (spark.readStream.schema("id long").option("maxFilesPerTrigger", 1).parquet(str(source / "*"))
+            .repartition(4))
+    if fail_at is not None:
+        @F.udf("long")
+        def fail(i):
+            if i == fail_at:
+                raise RuntimeError("a task fails after writing some rows")
+            return i
 
-
-def writer(bootstrap, topic, app, **kw):
-    return TransactionalBatchWriter(bootstrap, topic, app_id=app, streamlet="s", query="out", **kw)
-
-
-def plan(checkpoint, batch_id: int, text: str) -> None:
-    """What Spark writes before running a batch: its offset-log entry `<checkpoint>/offsets/<id>`."""
-    (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
-    (checkpoint / "offsets" / str(batch_id)).write_text(f"v1\n{text}\n")
+        rows = rows.select(fail("id").alias("id"))
+    encoded = rows.select(F.col("id").cast("string").alias("key"), F.encode(F.col("id").cast("string"), "utf-8").alias("value"))
+    ensure_ledger(KafkaTransport(bootstrap).connection, app)
+    options = sink_options(KafkaTransport(bootstrap), app_id=app, streamlet="s", query="out", topic=topic,
+                           checkpoint=str(checkpoint))
+    writer = encoded.writeStream.format("streamlets-kafka-eos").options(**options) \
+        .option("checkpointLocation", str(checkpoint))
+    return writer.trigger(**(trigger or {"availableNow": True})).start()
 
 
 def test_failed_batch_is_invisible_and_replay_is_written_once(spark, kafka_broker, tmp_path):
     bootstrap = kafka_broker.bootstrap_servers
-    app, topic = f"eo-{uuid.uuid4().hex[:8]}", f"eo-{uuid.uuid4().hex[:8]}.out"
+    app = f"eo-{uuid.uuid4().hex[:8]}"
+    topic = f"{app}.out"
     create_topics(bootstrap, [(topic, 3, {})])
-    cp = tmp_path / "checkpoint"
-    plan(cp, 0, '{"t": [0, 1000]}')
-    plan(cp, 1, '{"t": [1000, 3000]}')
+    source, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
+    add_batch(spark, source, "0", 0, 1000)
+    add_batch(spark, source, "1", 1000, 3000)
 
-    def crash(batch_id, produced):
-        if batch_id == 1:
-            raise RuntimeError("simulated crash after producing, before the commit")
+    first = outlet_query(spark, bootstrap, app, topic, source, checkpoint, fail_at=2500)
+    with pytest.raises(Exception, match="a task fails after writing some rows"):
+        first.awaitTermination(300)
+    # Batch 0 committed; batch 1's finished tasks had written: their transactions were aborted.
+    assert values(bootstrap, topic, 3) == list(range(1000))
+    kafka = KafkaConnection(bootstrap_servers=bootstrap)
+    prefix = transactional_id(app, "s", "out")
+    assert ledger_state(kafka, app, prefix)["batch"] == 0
 
-    first = writer(bootstrap, topic, app, checkpoint=str(cp), before_commit=crash)
-    first(batch(spark, 0, 1000), 0)
-    with pytest.raises(RuntimeError, match="simulated crash"):
-        first(batch(spark, 1000, 3000), 1)  # all 2000 records were produced, then the batch failed
-    assert sorted(int(v) for _, v in committed_records(bootstrap, topic, 3)) == list(range(1000))
-
-    # The restarted driver: Spark replays batch 0 (killed between the Kafka commit and its commit
-    # log), then runs batch 1 again.
-    second = writer(bootstrap, topic, app, checkpoint=str(cp))
-    second(batch(spark, 0, 1000), 0)
-    second(batch(spark, 1000, 3000), 1)
-    assert second.skipped_batches == [0] and second.written_batches == [1]
+    second = outlet_query(spark, bootstrap, app, topic, source, checkpoint)  # replays batch 1 whole
+    second.awaitTermination(300)
+    assert second.exception() is None
     records = committed_records(bootstrap, topic, 3)
     assert sorted(int(v) for _, v in records) == list(range(3000))  # each record once
     assert all(k == v for k, v in records)
+    state = ledger_state(kafka, app, prefix)
+    assert (state["batch"], state["state"]) == (1, "committed")
+    assert sum(int(kv.split("=")[1]) for line in state["transactions"] for kv in line.split()[5].split(",")) == 2000
 
-    # A third start replaying batch 1 skips it: the ledger is in Kafka, not in the writer.
-    third = writer(bootstrap, topic, app, checkpoint=str(cp))
-    third(batch(spark, 1000, 3000), 1)
-    assert third.skipped_batches == [1]
-    assert len(committed_records(bootstrap, topic, 3)) == 3000
-
-    # A fresh checkpoint (state reset) plans batch 1 anew: same id, other offset-log entry: written.
-    fresh = tmp_path / "fresh"
-    plan(fresh, 1, '{"t": [3000, 3010]}')
-    fourth = writer(bootstrap, topic, app, checkpoint=str(fresh))
-    fourth(batch(spark, 3000, 3010), 1)
-    assert fourth.written_batches == [1]
-    assert sorted(int(v) for _, v in committed_records(bootstrap, topic, 3)) == list(range(3010))
+    # A fresh checkpoint (state reset) plans batch 0 anew: same id, other offset-log entry: written.
+    fresh = tmp_path / "fresh-in"
+    add_batch(spark, fresh, "0", 3000, 3010)
+    third = outlet_query(spark, bootstrap, app, topic, fresh, tmp_path / "fresh-checkpoint")
+    third.awaitTermination(300)
+    assert third.exception() is None
+    assert values(bootstrap, topic, 3) == list(range(3010))
 
 
-def test_records_go_to_the_partitions_of_sparks_kafka_sink(spark, kafka_broker):
-    """Keys land where Spark's Kafka sink (Java's murmur2 partitioner) puts them."""
+def test_records_go_to_the_partitions_of_sparks_kafka_sink(spark, kafka_broker, tmp_path):
+    """Keys land where Spark's Kafka sink (kafka-clients' default partitioner) puts them."""
     from pyspark.sql import functions as F
 
     bootstrap = kafka_broker.bootstrap_servers
-    app, ours, sparks = f"eo-{uuid.uuid4().hex[:8]}", f"eo-{uuid.uuid4().hex[:8]}.a", f"eo-{uuid.uuid4().hex[:8]}.b"
+    app = f"eo-{uuid.uuid4().hex[:8]}"
+    ours, sparks = f"{app}.a", f"{app}.b"
     create_topics(bootstrap, [(ours, 3, {}), (sparks, 3, {})])
-    writer(bootstrap, ours, app)(batch(spark, 0, 300), 0)
-    batch(spark, 0, 300).write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", sparks).save()
+    add_batch(spark, tmp_path / "in", "0", 0, 300)
+    query = outlet_query(spark, bootstrap, app, ours, tmp_path / "in", tmp_path / "checkpoint")
+    query.awaitTermination(300)
+    assert query.exception() is None
+    (spark.range(0, 300).select(F.col("id").cast("string").alias("key"), F.col("id").cast("string").alias("value"))
+     .write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", sparks).save())
 
     def by_partition(topic):
         c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"p-{uuid.uuid4().hex}", "isolation.level": "read_committed"})
@@ -119,15 +144,34 @@ def test_records_go_to_the_partitions_of_sparks_kafka_sink(spark, kafka_broker):
     assert len(by_partition(ours)) == 300
 
 
-def test_a_fenced_zombie_cannot_commit(spark, kafka_broker):
-    """A second driver with the same transactional.id fences the first: its next batch fails."""
+def test_a_newer_driver_fences_the_older_one(spark, kafka_broker, tmp_path):
+    """A second run of the same outlet query (a zombie driver's successor) fences the first: the
+    first's next batch fails at its decision, and none of its records become visible."""
+    import time
+
     bootstrap = kafka_broker.bootstrap_servers
-    app, topic = f"eo-{uuid.uuid4().hex[:8]}", f"eo-{uuid.uuid4().hex[:8]}.out"
+    app = f"eo-{uuid.uuid4().hex[:8]}"
+    topic = f"{app}.out"
     create_topics(bootstrap, [(topic, 1, {})])
-    zombie = writer(bootstrap, topic, app)
-    zombie(batch(spark, 0, 10), 0)
-    fresh = writer(bootstrap, topic, app)
-    fresh(batch(spark, 10, 20), 1)
-    with pytest.raises(ExactlyOnceError):
-        zombie(batch(spark, 20, 30), 2)
-    assert sorted(int(v) for _, v in committed_records(bootstrap, topic, 1)) == list(range(20))
+    add_batch(spark, tmp_path / "a", "0", 0, 10)
+    zombie = outlet_query(spark, bootstrap, app, topic, tmp_path / "a", tmp_path / "cp-a",
+                          trigger={"processingTime": "200 milliseconds"})
+    try:
+        deadline = time.monotonic() + 120
+        while values(bootstrap, topic, 1) != list(range(10)):
+            assert time.monotonic() < deadline and zombie.isActive, zombie.exception()
+            time.sleep(0.5)
+        add_batch(spark, tmp_path / "b", "0", 10, 20)
+        newer = outlet_query(spark, bootstrap, app, topic, tmp_path / "b", tmp_path / "cp-b")
+        newer.awaitTermination(300)
+        assert newer.exception() is None
+        add_batch(spark, tmp_path / "a", "1", 20, 30)  # the zombie's next batch
+        deadline = time.monotonic() + 120
+        while zombie.isActive:
+            assert time.monotonic() < deadline, (f"the fenced driver kept running: {values(bootstrap, topic, 1)}, "
+                                                 f"{zombie.lastProgress}")
+            time.sleep(0.5)
+        assert "fenced" in str(zombie.exception())
+    finally:
+        zombie.stop()
+    assert values(bootstrap, topic, 1) == list(range(20))

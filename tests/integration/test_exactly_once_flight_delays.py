@@ -11,8 +11,9 @@ runs (Trigger.AvailableNow), as it would concurrently.
 - At-least-once (Spark's Kafka sink, the code before exactly-once outlets): the partial output is
   visible, the statistics' watermark jumps to its end, the replayed earlier half is late and
   dropped: windows are missing (the loss of issue 16).
-- Exactly-once (runtime.exactly_once): the failed batch's transaction is aborted, nothing of it is
-  visible; every window equals the batch computation (flight_delays.reference).
+- Exactly-once (runtime.exactly_once, the streamlets-kafka-eos sink: the upstream batches run as
+  micro-batches of a streaming query): the failed batch's task transaction is aborted, nothing of
+  it is visible; every window equals the batch computation (flight_delays.reference).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from blueprint.sandbox.kafka_broker import create_topics
 from streamlets.runtime.codec import encode_outlet
-from streamlets.runtime.exactly_once import TransactionalBatchWriter
+from streamlets.runtime.exactly_once import ensure_ledger, sink_options
 from streamlets.runtime.runconfig import StreamletRunConfig
 from streamlets.runtime.runner import StreamletRuntime
 from streamlets.runtime.transport import KafkaTransport
@@ -92,6 +93,41 @@ def encoded(spark, frame: pd.DataFrame):
     return encode_outlet(sdf.coalesce(1), out.schema, out.key, "test enrich")
 
 
+def upstream_batch(spark, source: Path, frame: pd.DataFrame, fail_at: int | None = None) -> None:
+    """One upstream micro-batch: `frame` encoded, in one Parquet file (added to the folder
+    `source`) in its order, with a column `fail` true at row `fail_at` (where a crashing run's
+    task raises)."""
+    from pyspark.sql import functions as F
+
+    rows = encoded(spark, frame).withColumn("i", F.monotonically_increasing_id())
+    rows.select("key", "value", (F.col("i") == F.lit(-1 if fail_at is None else fail_at)).alias("fail")) \
+        .coalesce(1).write.mode("append").parquet(str(source))
+
+
+def run_enrich(spark, bootstrap: str, app: str, topic: str, source: Path, checkpoint: Path, crash: bool = False):
+    """The enrichment's exactly-once outlet as a streaming query over the upstream batches (one
+    file each, one task); with `crash` the task raises at its `fail` row, after producing the rows
+    before it."""
+    from pyspark.errors import StreamingQueryException
+    from pyspark.sql import functions as F
+
+    rows = spark.readStream.schema("key string, value binary, fail boolean").option("maxFilesPerTrigger", 1) \
+        .parquet(str(source))
+    if crash:  # Spark's raise_error at the row: the task fails there, in the JVM
+        killed = F.raise_error(F.lit("enrichment killed before its batch committed")).cast("binary")
+        rows = rows.select("key", F.when(F.col("fail"), killed).otherwise(F.col("value")).alias("value"))
+    ensure_ledger(KafkaTransport(bootstrap).connection, app)
+    options = sink_options(KafkaTransport(bootstrap), app_id=app, streamlet="enrich", query="out", topic=topic,
+                           checkpoint=str(checkpoint))
+    query = rows.select("key", "value").writeStream.format("streamlets-kafka-eos").options(**options) \
+        .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    try:
+        assert query.awaitTermination(300), "the enrichment's run did not end in 300 s"
+    except StreamingQueryException as e:
+        return e
+    return None
+
+
 def stats_windows(bootstrap: str, topic: str) -> pd.DataFrame:
     """The latest version of each (origin, window_start) a read_committed consumer sees."""
     parsed = fastavro.parse_schema(DepartureDelayStats.outlet.schema.schema)
@@ -144,30 +180,28 @@ def test_failed_batch_with_partial_out_of_order_output_then_replay(spark, kafka_
         encoded(spark, frame).write.format("kafka").option("kafka.bootstrap.servers", bootstrap) \
             .option("topic", topics["in"]).save()
 
-    upstream = TransactionalBatchWriter(bootstrap, topics["in"], app_id=app, streamlet="enrich", query="out")
-    write = spark_kafka_sink if delivery == "at-least-once" else (lambda frame, b=[0]: upstream(encoded(spark, frame), b[0]))
-
-    write(thirds[0])  # upstream batch 0 commits
+    source, checkpoint = tmp_path / "enrich-in", tmp_path / "enrich-checkpoint"
+    if delivery == "at-least-once":
+        spark_kafka_sink(thirds[0])
+    else:
+        upstream_batch(spark, source, thirds[0])
+        assert run_enrich(spark, bootstrap, app, topics["in"], source, checkpoint) is None  # upstream batch 0 commits
     run_stats(spark, bootstrap, app, topics, tmp_path)
     # Upstream batch 1 fails midway: its later half (the tasks that finished) was produced.
     if delivery == "at-least-once":
         spark_kafka_sink(b1.iloc[len(b1) // 2:])
     else:
-        def crash(batch_id, produced):
-            raise RuntimeError("enrichment killed before its batch committed")
-        crashed = TransactionalBatchWriter(bootstrap, topics["in"], app_id=app, streamlet="enrich", query="out",
-                                           before_commit=crash)
-        with pytest.raises(RuntimeError, match="killed"):
-            crashed(encoded(spark, later_half_first), 1)
+        upstream_batch(spark, source, later_half_first, fail_at=len(b1) - len(b1) // 2)
+        failure = run_enrich(spark, bootstrap, app, topics["in"], source, checkpoint, crash=True)
+        assert "killed" in str(failure)
     run_stats(spark, bootstrap, app, topics, tmp_path)  # the statistics streamlet reads what is visible
     # The restarted enrichment replays batch 1 whole, then writes batch 2.
     if delivery == "at-least-once":
         spark_kafka_sink(b1)
         spark_kafka_sink(thirds[2])
     else:
-        replay = TransactionalBatchWriter(bootstrap, topics["in"], app_id=app, streamlet="enrich", query="out")
-        replay(encoded(spark, b1), 1)
-        replay(encoded(spark, thirds[2]), 2)
+        upstream_batch(spark, source, thirds[2])
+        assert run_enrich(spark, bootstrap, app, topics["in"], source, checkpoint) is None
     run_stats(spark, bootstrap, app, topics, tmp_path)
 
     problems = differences(stats_windows(bootstrap, topics["out"]), expected)

@@ -52,9 +52,10 @@ def produce(bootstrap: str, topic: str, values: list[tuple[int, bytes | None]]) 
 def read_topic(bootstrap: str, topic: str, timeout: float = 30) -> list:
     """Every committed record of `topic` (confluent_kafka Messages), up to its current end offsets.
 
-    Outlets are exactly-once by default: each micro-batch's transaction leaves a commit marker
-    after its records in each partition it wrote, so a partition is read to the end when its last
-    record is at end - 1 (no marker) or end - 2 (a marker last)."""
+    Outlets are exactly-once by default: each task's transaction leaves a commit marker after its
+    records in each partition it wrote, so a partition's last offsets may be markers, several of
+    them; a read_committed consumer's position moves past them (librdkafka skips control
+    records), so a partition is read to the end when its position reaches the end offset."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     from blueprint.sandbox.kafka_broker import end_offsets
@@ -63,24 +64,22 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 30) -> list:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}", "enable.auto.commit": False,
                          "isolation.level": "read_committed"})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
-    out, last, deadline = [], {p: -1 for p in ends}, time.monotonic() + timeout
+    out, deadline = [], time.monotonic() + timeout
+    positions = {p: 0 for p in ends}
 
-    def done(slack: int = 1) -> bool:
-        return all(last[p] >= end - 1 - slack for p, end in ends.items() if end > 0)
+    def done() -> bool:
+        for tp in consumer.position([TopicPartition(topic, p) for p in ends]):
+            positions[tp.partition] = max(positions[tp.partition], tp.offset)
+        return all(positions[p] >= end for p, end in ends.items() if end > 0)
 
-    try:  # at end - 2 the last offset may be a marker or a record still to come: poll 2 s more
-        quiet_polls = 0
-        while not done(0) and not (done(1) and quiet_polls >= 4) and time.monotonic() < deadline:
+    try:
+        while not done() and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is not None and msg.error() is None:
                 out.append(msg)
-                last[msg.partition()] = msg.offset()
-                quiet_polls = 0
-            else:
-                quiet_polls += 1
+        assert done(), f"read {len(out)} records of {topic}, up to offsets {positions} of {ends}"
     finally:
         consumer.close()
-    assert done(), f"read {len(out)} records of {topic}, up to offsets {last} of {ends}"
     return out
 
 

@@ -109,9 +109,9 @@ def test_run_config_keys(tmp_path):
 
 
 def test_runtime_clients_carry_the_security(password_file):
-    """Spark's options (kafka.-prefixed Java names) and the exactly-once writer's librdkafka
-    settings come from the run config's kafka_security."""
-    from streamlets.runtime.exactly_once import TransactionalBatchWriter
+    """Spark's options (kafka.-prefixed Java names), the exactly-once sink's among them, come from
+    the run config's kafka_security."""
+    from streamlets.runtime.exactly_once import sink_options
     from streamlets.runtime.runconfig import StreamletRunConfig
     from streamlets.runtime.runner import transport_for
 
@@ -125,8 +125,5 @@ def test_runtime_clients_carry_the_security(password_file):
     assert options["kafka.bootstrap.servers"] == "h:1" and options["kafka.security.protocol"] == "SASL_SSL"
     assert SECRET.replace("\\", "\\\\").replace('"', '\\"') in options["kafka.sasl.jaas.config"]
     assert options["kafka.client.id"] == "x"
-    writer = TransactionalBatchWriter("h:1", "t", app_id="a", streamlet="s", query="q",
-                                      kafka_options=transport.options, security=transport.security)
-    common = writer._common()
-    assert common["sasl.password"] == SECRET and common["sasl.mechanism"] == "SCRAM-SHA-256"
-    assert common["client.id"] == "x" and common["bootstrap.servers"] == "h:1"
+    sink = sink_options(transport, app_id="a", streamlet="s", query="q", topic="t", checkpoint="/tmp/c/q")
+    assert {k: v for k, v in sink.items() if k.startswith("kafka.")} == options

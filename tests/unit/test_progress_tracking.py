@@ -68,8 +68,8 @@ def test_verify_accepts_an_at_least_once_micro_batch_streamlet():
 
 
 @pytest.mark.parametrize("settings, reason", [
-    (["streamlets.alerts.trigger=micro-batch"], "its Kafka outlets are exactly-once (one Kafka transaction per "
-                                                "micro-batch through foreachBatch"),
+    (["streamlets.alerts.trigger=micro-batch"], "its Kafka outlets are exactly-once (Kafka transactions the "
+                                                "driver commits with each micro-batch"),
     (["streamlets.alerts.delivery=at-least-once"], "it runs in real-time mode"),  # the class's trigger
     (["streamlets.alerts.trigger=micro-batch", "streamlets.alerts.delivery=at-least-once",
       "streamlets.alerts.on-failure=quarantine"], "on-failure = quarantine reads each failed batch's offsets"),

@@ -1,7 +1,7 @@
 """A PySpark driver writing text files' lines to Kafka through the streamlets-kafka-eos sink
 (tests/integration/test_eos_executor_writes.py starts it as its own process).
 
-Usage: sink_job.py JARS INPUT CHECKPOINT LEDGER GATE BOOTSTRAP TOPIC PREFIX [OPTION=VALUE ...]
+Usage: sink_job.py JARS INPUT CHECKPOINT LEDGER_TOPIC GATE BOOTSTRAP TOPIC PREFIX [OPTION=VALUE ...]
 The OPTIONs go to the sink. With GATE/fail-task present, the first attempt of every task of
 Spark partition 1 fails after writing some rows (Spark retries it: local[2,4]).
 Stops when GATE/stop exists."""
@@ -42,7 +42,8 @@ if fail_task:
 writer = (lines.selectExpr("CAST(value AS BINARY) AS value")
           .writeStream.format("streamlets-kafka-eos")
           .option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
-          .option("transactional.id.prefix", prefix).option("ledger", ledger)
+          .option("transactional.id.prefix", prefix).option("ledger.topic", ledger)
+          .option("checkpoint", checkpoint)
           .option("committer", "GatedCommitter").option("gate", gate)
           .option("checkpointLocation", checkpoint).trigger(processingTime="500 milliseconds"))
 query = writer.options(**options).start()

@@ -4,16 +4,23 @@ import java.util.Map;
 
 /**
  * The driver's side of the protocol (pluggable: option "committer" = a class with a public
- * no-argument constructor; default {@link LedgerCommitter}). Called by Spark's driver thread,
- * one micro-batch at a time, commit() before Spark writes the batch's commit log.
+ * no-argument constructor; default {@link LedgerCommitter}). Spark builds the sink's
+ * StreamingWrite for every micro-batch (its V2Writes rule); one committer serves a query's run
+ * across them: {@link EosKafkaSink} keeps it per (committer class, transactional.id prefix, the
+ * query's id) and opens a new one when it is not
+ * {@link #reusable()}. Called by Spark's driver thread, one micro-batch at a time, commit()
+ * before Spark writes the batch's commit log.
  */
-public interface EosCommitter {
-    /** Once per query start, before any task runs: roll recorded decisions forward, abort leftovers. */
+public interface EosCommitter extends AutoCloseable {
+    /** Once, before any task of its first batch runs: roll a recorded decision forward, abort
+     * leftovers. */
     void open(Map<String, String> options);
 
-    /** The highest batch id whose transactions are committed (-1: none). Tasks of a replayed
-     * batch at or under it write nothing: its records are already in Kafka. */
-    long lastCommitted();
+    /** Before each batch's tasks start: roll forward a decision this committer recorded and did
+     * not finish; return the batch that is committed already with the offset-log entry Spark
+     * holds for it (a replay after a crash between the commit and Spark's commit log would run
+     * it again: its tasks write nothing), or -1. */
+    long beforeBatch();
 
     /** Before each batch's tasks start: the number of task partitions (bounds the transactional ids). */
     void beforeTasks(int numPartitions);
@@ -23,4 +30,12 @@ public interface EosCommitter {
 
     /** The batch failed: abort the transactions of the tasks that reported. */
     void abort(long batchId, TxnCommit[] messages);
+
+    /** False once a call failed (fenced by a newer driver, Kafka unreachable): the next batch opens
+     * a new committer. */
+    boolean reusable();
+
+    /** Release the committer's clients. */
+    @Override
+    void close();
 }

@@ -79,6 +79,11 @@ final class EosDataWriter implements DataWriter<InternalRow> {
         sent++;
     }
 
+    private static String executor() {
+        org.apache.spark.SparkEnv env = org.apache.spark.SparkEnv.get();
+        return env == null ? "?" : env.executorId();
+    }
+
     private static byte[] bytes(InternalRow row, int i, DataType type) {
         if (i < 0 || row.isNullAt(i)) {
             return null;
@@ -90,7 +95,7 @@ final class EosDataWriter implements DataWriter<InternalRow> {
     public WriterCommitMessage commit() {
         if (skip || sent == 0) {
             close();
-            return new TxnCommit(partitionId, taskId, null, -1, (short) -1, Map.of());
+            return new TxnCommit(partitionId, taskId, null, -1, (short) -1, Map.of(), executor());
         }
         producer.flush();
         Exception failed = failure.get();
@@ -98,7 +103,7 @@ final class EosDataWriter implements DataWriter<InternalRow> {
             throw new IllegalStateException("Kafka send failed in " + transactionalId, failed);
         }
         TxnCommit message = new TxnCommit(partitionId, taskId, transactionalId, producer.producerId(),
-                producer.epoch(), counts);
+                producer.epoch(), counts, executor());
         producer.closeKeepingTransaction(); // open, flushed: the driver commits it
         closed = true;
         return message;

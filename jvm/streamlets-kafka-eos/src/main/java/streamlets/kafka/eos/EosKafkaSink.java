@@ -16,6 +16,8 @@ import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.write.DataWriter;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
 import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
+import org.apache.spark.sql.connector.write.SupportsTruncate;
+import org.apache.spark.sql.internal.connector.SupportsStreamingUpdateAsAppend;
 import org.apache.spark.sql.connector.write.Write;
 import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
@@ -34,8 +36,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * array&lt;struct&lt;key string, value binary&gt;&gt;) in the task's own Kafka transaction and leave it
  * open; the driver's commit hands the tasks' {@link TxnCommit}s to an {@link EosCommitter}.
  *
- * <p>Options: kafka.bootstrap.servers, topic, transactional.id.prefix, ledger (a local folder,
- * LedgerCommitter's), committer (class name, optional), kafka.* (producer settings).
+ * <p>Options: kafka.bootstrap.servers, topic, transactional.id.prefix, ledger.topic and
+ * checkpoint (LedgerCommitter's), committer (class name, optional), kafka.* (producer settings;
+ * consumer-only ones, such as a Kafka source's isolation.level, are left out).
  */
 public final class EosKafkaSink implements TableProvider, DataSourceRegister {
     public static final String SHORT_NAME = "streamlets-kafka-eos";
@@ -66,12 +69,22 @@ public final class EosKafkaSink implements TableProvider, DataSourceRegister {
         return v;
     }
 
-    /** The producer settings: every kafka.* option without its prefix, transactions that outlive a driver restart. */
+    /** Consumer settings a Kafka source's options carry that a producer does not know. */
+    static final Set<String> CONSUMER_ONLY = Set.of("isolation.level", "group.id", "auto.offset.reset",
+            "enable.auto.commit", "max.poll.records", "fetch.min.bytes", "fetch.max.wait.ms", "fetch.max.bytes",
+            "max.partition.fetch.bytes", "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms");
+    /** Producer settings a consumer does not know (left out of the ledger's consumer). */
+    static final Set<String> PRODUCER_ONLY = Set.of("transaction.timeout.ms", "acks", "enable.idempotence",
+            "linger.ms", "batch.size", "compression.type", "buffer.memory", "max.in.flight.requests.per.connection",
+            "delivery.timeout.ms", "max.block.ms", "retries", "transactional.id", "partitioner.class");
+
+    /** The producer settings: every kafka.* option without its prefix (consumer-only ones left
+     * out), transactions that outlive a driver restart. */
     static Properties producerConfig(Map<String, String> options) {
         Properties p = new Properties();
         p.setProperty("transaction.timeout.ms", "900000"); // the broker's default transaction.max.timeout.ms
         for (Map.Entry<String, String> e : options.entrySet()) {
-            if (e.getKey().startsWith("kafka.")) {
+            if (e.getKey().startsWith("kafka.") && !CONSUMER_ONLY.contains(e.getKey().substring("kafka.".length()))) {
                 p.setProperty(e.getKey().substring("kafka.".length()), e.getValue());
             }
         }
@@ -103,15 +116,33 @@ public final class EosKafkaSink implements TableProvider, DataSourceRegister {
 
         @Override
         public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
-            return new WriteBuilder() {
+            return new Builder(info);
+        }
+    }
+
+    /** Append, update and complete output modes, as Spark's Kafka sink: each micro-batch's rows are
+     * appended to the topic (SupportsTruncate: complete mode appends the whole result; a topic is
+     * never truncated). */
+    private static final class Builder implements SupportsTruncate, SupportsStreamingUpdateAsAppend {
+        private final LogicalWriteInfo info;
+
+        Builder(LogicalWriteInfo info) {
+            this.info = info;
+        }
+
+        @Override
+        public WriteBuilder truncate() {
+            return this;
+        }
+
+        @Override
+        public Write build() {
+            return new Write() {
                 @Override
-                public Write build() {
-                    return new Write() {
-                        @Override
-                        public StreamingWrite toStreaming() {
-                            return new EosStreamingWrite(new HashMap<>(info.options().asCaseSensitiveMap()), info.schema());
-                        }
-                    };
+                public StreamingWrite toStreaming() {
+                    HashMap<String, String> options = new HashMap<>(info.options().asCaseSensitiveMap());
+                    options.put("queryId", info.queryId());
+                    return new EosStreamingWrite(options, info.schema());
                 }
             };
         }
@@ -152,28 +183,57 @@ public final class EosKafkaSink implements TableProvider, DataSourceRegister {
         }
     }
 
+    /** One committer per (committer class, transactional.id prefix, query id) in this JVM. */
+    private static final Map<String, EosCommitter> COMMITTERS = new HashMap<>();
+
+    /** The query run's committer: the one kept for its key while reusable, else a new one, opened
+     * (which fences the driver producer of any other committer of the prefix, in any JVM: its next
+     * ledger record fails). */
+    static synchronized EosCommitter committer(Map<String, String> options) {
+        String prefix = required(options, "transactional.id.prefix");
+        String cls = options.getOrDefault("committer", LedgerCommitter.class.getName());
+        String key = cls + "\0" + prefix + "\0" + options.getOrDefault("queryId", "");
+        EosCommitter kept = COMMITTERS.get(key);
+        if (kept != null && kept.reusable()) {
+            return kept;
+        }
+        if (kept != null) {
+            kept.close();
+        }
+        EosCommitter fresh;
+        try {
+            fresh = (EosCommitter) Class.forName(cls).getDeclaredConstructor().newInstance();
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalArgumentException(SHORT_NAME + ": option 'committer': cannot create " + cls, e);
+        }
+        try {
+            fresh.open(options); // before any task of this run: roll forward, abort leftovers
+        } catch (RuntimeException | Error e) {
+            fresh.close();
+            COMMITTERS.remove(key);
+            throw e;
+        }
+        COMMITTERS.put(key, fresh);
+        return fresh;
+    }
+
     static final class EosStreamingWrite implements StreamingWrite {
         private final HashMap<String, String> options;
         private final Layout layout;
         private final EosCommitter committer;
+        private final long skipBatch;
 
         EosStreamingWrite(HashMap<String, String> options, StructType schema) {
             this.options = options;
             this.layout = new Layout(required(options, "topic"), schema);
-            required(options, "transactional.id.prefix");
-            String cls = options.getOrDefault("committer", LedgerCommitter.class.getName());
-            try {
-                committer = (EosCommitter) Class.forName(cls).getDeclaredConstructor().newInstance();
-            } catch (ReflectiveOperationException e) {
-                throw new IllegalArgumentException(SHORT_NAME + ": option 'committer': cannot create " + cls, e);
-            }
-            committer.open(options); // before any task of this run: roll forward, abort leftovers
+            this.committer = committer(options);
+            this.skipBatch = committer.beforeBatch();
         }
 
         @Override
         public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) {
             committer.beforeTasks(info.numPartitions());
-            return new Factory(options, layout, committer.lastCommitted());
+            return new Factory(options, layout, skipBatch);
         }
 
         @Override
@@ -204,18 +264,18 @@ public final class EosKafkaSink implements TableProvider, DataSourceRegister {
         private static final long serialVersionUID = 1L;
         private final HashMap<String, String> options;
         private final Layout layout;
-        private final long lastCommitted;
+        private final long skipBatch;
 
-        Factory(HashMap<String, String> options, Layout layout, long lastCommitted) {
+        Factory(HashMap<String, String> options, Layout layout, long skipBatch) {
             this.options = options;
             this.layout = layout;
-            this.lastCommitted = lastCommitted;
+            this.skipBatch = skipBatch;
         }
 
         @Override
         public DataWriter<InternalRow> createWriter(int partitionId, long taskId, long epochId) {
             return new EosDataWriter(layout, producerConfig(options), options.get("transactional.id.prefix"),
-                    partitionId, taskId, epochId <= lastCommitted);
+                    partitionId, taskId, epochId == skipBatch);
         }
     }
 }

@@ -1,138 +1,242 @@
 package streamlets.kafka.eos;
 
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
-import java.nio.channels.FileChannel;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.nio.file.Paths;
-import java.nio.file.StandardCopyOption;
-import java.nio.file.StandardOpenOption;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
-import java.util.stream.Stream;
+import java.util.TreeMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.ProducerFencedException;
-import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.spark.SparkContext;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
- * The default driver committer: a ledger folder (option "ledger", local; keep it in the query's
- * checkpoint so a fresh checkpoint starts a fresh ledger) with
+ * The default driver committer. Its ledger is a Kafka topic (option "ledger.topic": the
+ * application's {@code <app>.outlet-batches}, streamlets.runtime.system_topics; partition 0,
+ * compacted), one record per state change keyed by the transactional.id prefix, the last one
+ * being the outlet query's state, each in a transaction of the driver's producer (transactional.id
+ * = the prefix: a newer driver fences an older one). Its value is JSON:
+ * <pre>{"batch": b, "fingerprint": f, "state": "decided" | "committed" | "aborted" | "none",
+ *  "ids": n, "transactions": ["&lt;TxnCommit line&gt;", ...]}</pre>
  * <ul>
- *   <li>{@code <batch>.decision}: the tasks' transactions, written (fsync, atomic rename) BEFORE
- *       any is committed: the commit decision;</li>
- *   <li>{@code <batch>.committed}: every transaction of that decision committed;</li>
- *   <li>{@code <batch>.aborted}: the broker had aborted all of them (transaction timeout): the
- *       batch is written again;</li>
- *   <li>{@code ids}: how many transactional ids (prefix-0 .. prefix-(n-1)) were ever used.</li>
+ *   <li>"decided": the tasks' transactions of batch b, produced (acks=all) BEFORE any is
+ *       committed: the commit decision;</li>
+ *   <li>"committed": every transaction of that decision committed;</li>
+ *   <li>"aborted": the broker had aborted all of them (transaction.timeout.ms): the batch is
+ *       written again;</li>
+ *   <li>ids: how many transactional ids (prefix-0 .. prefix-(n-1)) were ever used.</li>
  * </ul>
- * open(): a decision without an outcome is rolled forward (resume + commit each; a commit already
- * done is accepted again), then every id ever used is fenced by initTransactions, which aborts
- * leftovers (transactions of tasks whose batch had no decision).
+ * The fingerprint is sha256 (16 hex digits) of the query checkpoint's offset-log entry
+ * {@code <checkpoint>/offsets/<b>} (option "checkpoint", read through Hadoop's FileSystem): the
+ * batch Spark planned. A replayed batch is skipped only when both its id and its fingerprint are
+ * the last committed ones; a fresh checkpoint, or one restored from a savepoint, plans new
+ * entries whose fingerprints differ even where batch ids repeat.
+ *
+ * <p>open(): a decision without an outcome is rolled forward (resume + commit each; a commit
+ * already done is accepted again), then every id ever used is fenced by initTransactions, which
+ * aborts leftovers (transactions of tasks whose batch had no decision).
  */
 public class LedgerCommitter implements EosCommitter {
-    private Path dir;
+    private static final Logger LOG = LoggerFactory.getLogger("streamlets.kafka.eos");
+    private static final ObjectMapper JSON = new ObjectMapper();
+    /** How long the ledger is read to its end, and a ledger record's send waits. */
+    static final Duration LEDGER_TIMEOUT = Duration.ofSeconds(120);
+
     private Properties producerConfig;
     private String prefix;
-    private long lastCommitted = -1;
+    private String ledgerTopic;
+    private String checkpoint;
+    private ResumableProducer ledger;
+    private ExecutorService committing;
+    private ObjectNode state;        // the last ledger record of this prefix
+    private volatile boolean failed; // a call failed: Spark's next batch gets a new committer
 
     @Override
     public void open(Map<String, String> options) {
-        dir = Paths.get(EosKafkaSink.required(options, "ledger"));
         producerConfig = EosKafkaSink.producerConfig(options);
         prefix = EosKafkaSink.required(options, "transactional.id.prefix");
-        try {
-            Files.createDirectories(dir);
-            List<Long> pending = new ArrayList<>();
-            try (Stream<Path> files = Files.list(dir)) {
-                for (Path f : (Iterable<Path>) files::iterator) {
-                    String name = f.getFileName().toString();
-                    if (name.endsWith(".committed")) {
-                        lastCommitted = Math.max(lastCommitted, Long.parseLong(name.substring(0, name.indexOf('.'))));
-                    } else if (name.endsWith(".decision")) {
-                        pending.add(Long.parseLong(name.substring(0, name.indexOf('.'))));
-                    }
-                }
+        ledgerTopic = EosKafkaSink.required(options, "ledger.topic");
+        checkpoint = options.get("checkpoint");
+        // The driver's own transactional id (the prefix): its initTransactions fences an earlier
+        // driver of this outlet query (a zombie), whose next ledger record then fails, so it can
+        // never decide or commit a batch again.
+        ledger = new ResumableProducer(producerConfig, prefix);
+        ledger.initTransactions();
+        state = readLedger();
+        rollForward();
+        int ids = state.path("ids").asInt(0);
+        for (int i = 0; i < ids; i++) { // abort leftovers: initTransactions fences and aborts
+            try (ResumableProducer p = new ResumableProducer(producerConfig, prefix + "-" + i)) {
+                p.initTransactions();
             }
-            pending.sort(null);
-            for (long batch : pending) {
-                if (!Files.exists(outcome(batch, "committed")) && !Files.exists(outcome(batch, "aborted"))) {
-                    List<TxnCommit> decision = new ArrayList<>();
-                    for (String line : Files.readAllLines(outcome(batch, "decision"))) {
-                        decision.add(TxnCommit.fromLine(line));
-                    }
-                    System.err.println("streamlets-kafka-eos: rolling forward batch " + batch + " (" + decision.size() + " transactions)");
-                    commitAll(batch, decision);
-                }
+        }
+        LOG.info("{} -> {}: last ledger state {} of batch {}", prefix, options.get("topic"), text(state, "state"),
+                state.path("batch").asLong(-1));
+    }
+
+    /** A decision without an outcome (recorded by an earlier run, or by this committer before a
+     * failure) is committed now. */
+    private void rollForward() {
+        if ("decided".equals(text(state, "state"))) {
+            long batch = state.path("batch").asLong();
+            List<TxnCommit> decision = new ArrayList<>();
+            for (JsonNode line : state.path("transactions")) {
+                decision.add(TxnCommit.fromLine(line.asText()));
             }
-            int ids = idsUsed();
-            for (int i = 0; i < ids; i++) { // abort leftovers: initTransactions fences and aborts
-                try (ResumableProducer p = new ResumableProducer(producerConfig, prefix + "-" + i)) {
-                    p.initTransactions();
-                }
-            }
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
+            LOG.info("{}: rolling batch {} forward ({} transactions)", prefix, batch, decision.size());
+            commitAll(batch, text(state, "fingerprint"), decision);
         }
     }
 
     @Override
-    public long lastCommitted() {
-        return lastCommitted;
+    public long beforeBatch() {
+        return guarded(() -> {
+            rollForward();
+            long batch = state.path("batch").asLong(-1);
+            if (batch >= 0 && "committed".equals(text(state, "state"))
+                    && fingerprint(batch).equals(text(state, "fingerprint"))) {
+                return batch;
+            }
+            return -1L;
+        });
+    }
+
+    @Override
+    public boolean reusable() {
+        return !failed;
+    }
+
+    @Override
+    public void close() {
+        failed = true;
+        if (ledger != null) {
+            ledger.close(Duration.ZERO);
+        }
+        if (committing != null) {
+            committing.shutdownNow();
+        }
+    }
+
+    /** `call()`, marking this committer failed when it throws. */
+    private <T> T guarded(java.util.function.Supplier<T> call) {
+        try {
+            return call.get();
+        } catch (RuntimeException | Error e) {
+            failed = true;
+            throw e;
+        }
     }
 
     @Override
     public void beforeTasks(int numPartitions) {
-        if (numPartitions > idsUsed()) {
-            write(dir.resolve("ids"), Integer.toString(numPartitions));
+        if (numPartitions > state.path("ids").asInt(0)) {
+            ObjectNode next = state.deepCopy();
+            next.put("ids", numPartitions);
+            guarded(() -> {
+                record(next);
+                return null;
+            });
         }
     }
 
     @Override
     public void commit(long batchId, TxnCommit[] messages) {
-        if (batchId <= lastCommitted) {
-            return; // a replay of a committed batch: its tasks wrote nothing
-        }
+        guarded(() -> {
+            decide(batchId, messages);
+            return null;
+        });
+    }
+
+    private void decide(long batchId, TxnCommit[] messages) {
         List<TxnCommit> decision = new ArrayList<>();
-        StringBuilder text = new StringBuilder();
         for (TxnCommit m : messages) {
             if (m != null && m.transactionalId != null) {
                 decision.add(m);
-                text.append(m.toLine()).append('\n');
             }
         }
-        try { // a batch the broker aborted before is being written again: a new decision
-            Files.deleteIfExists(outcome(batchId, "aborted"));
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
+        if (decision.isEmpty()) {
+            return; // no task wrote: nothing to decide or commit
         }
-        write(outcome(batchId, "decision"), text.toString()); // the decision, durable first
+        String fingerprint = fingerprint(batchId);
+        record(entry(batchId, fingerprint, "decided", decision)); // the decision, durable first
         decided(batchId, decision);
-        commitAll(batchId, decision);
+        commitAll(batchId, fingerprint, decision);
+        LOG.info("{}: batch {} committed, records per executor {}", prefix, batchId, perExecutor(messages));
+    }
+
+    /** Records per executor id of a batch's commit messages. */
+    static Map<String, Long> perExecutor(TxnCommit[] messages) {
+        Map<String, Long> out = new TreeMap<>();
+        for (TxnCommit m : messages) {
+            if (m != null) {
+                out.merge(m.executor, m.total(), Long::sum);
+            }
+        }
+        return out;
     }
 
     /** Called after the decision is durable, before any transaction is committed (tests hook in here). */
     protected void decided(long batchId, List<TxnCommit> decision) {
     }
 
-    private void commitAll(long batchId, List<TxnCommit> decision) {
+    private void commitAll(long batchId, String fingerprint, List<TxnCommit> decision) {
+        List<Future<String>> commits = new ArrayList<>();
+        for (TxnCommit m : decision) { // in parallel: one coordinator round trip each
+            commits.add(pool().submit(() -> {
+                try (ResumableProducer p = new ResumableProducer(producerConfig, m.transactionalId)) {
+                    p.resumeTransaction(m.producerId, m.epoch);
+                    p.commitTransaction();
+                    return null;
+                } catch (ProducerFencedException | InvalidProducerEpochException e) {
+                    LOG.warn("{}: batch {}: {} was fenced: {}", prefix, batchId, m, e.toString());
+                    return m.transactionalId;
+                }
+            }));
+        }
         List<String> fenced = new ArrayList<>();
-        for (TxnCommit m : decision) {
-            try (ResumableProducer p = new ResumableProducer(producerConfig, m.transactionalId)) {
-                p.resumeTransaction(m.producerId, m.epoch);
-                p.commitTransaction();
-                System.err.println("streamlets-kafka-eos: batch " + batchId + " committed " + m);
-            } catch (ProducerFencedException | InvalidProducerEpochException e) {
-                System.err.println("streamlets-kafka-eos: batch " + batchId + " fenced " + m + ": " + e);
-                fenced.add(m.transactionalId);
+        for (Future<String> f : commits) {
+            try {
+                String id = f.get();
+                if (id != null) {
+                    fenced.add(id);
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new KafkaException("batch " + batchId + ": interrupted while committing", e);
+            } catch (ExecutionException e) {
+                throw new KafkaException("batch " + batchId + ": a commit failed: " + e.getCause(), e.getCause());
             }
         }
         if (!fenced.isEmpty() && fenced.size() == decision.size()) {
-            write(outcome(batchId, "aborted"), String.join("\n", fenced));
+            record(entry(batchId, fingerprint, "aborted", decision));
             throw new KafkaException("batch " + batchId + ": the broker aborted all its transactions "
                     + "(transaction.timeout.ms passed before the commit); the batch is written again on restart");
         }
@@ -140,12 +244,14 @@ public class LedgerCommitter implements EosCommitter {
             throw new KafkaException("batch " + batchId + " partly committed: the broker aborted transactions "
                     + fenced + " (transaction.timeout.ms passed before the commit); their records are lost");
         }
-        write(outcome(batchId, "committed"), "");
-        lastCommitted = Math.max(lastCommitted, batchId);
+        record(entry(batchId, fingerprint, "committed", decision));
     }
 
     @Override
     public void abort(long batchId, TxnCommit[] messages) {
+        if ("decided".equals(text(state, "state")) && state.path("batch").asLong(-1) == batchId) {
+            return; // decided: rolled forward by the next batch or run, never aborted
+        }
         for (TxnCommit m : messages) {
             if (m == null || m.transactionalId == null) {
                 continue;
@@ -154,39 +260,137 @@ public class LedgerCommitter implements EosCommitter {
                 p.resumeTransaction(m.producerId, m.epoch);
                 p.abortTransaction();
             } catch (KafkaException e) { // fenced already: a later initTransactions aborted it
-                System.err.println("streamlets-kafka-eos: abort " + m.transactionalId + ": " + e);
+                LOG.info("{}: abort {}: {}", prefix, m.transactionalId, e.toString());
             }
         }
     }
 
-    private int idsUsed() {
-        Path ids = dir.resolve("ids");
-        try {
-            return Files.exists(ids) ? Integer.parseInt(Files.readString(ids).trim()) : 0;
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
+    private synchronized ExecutorService pool() {
+        if (committing == null) {
+            committing = Executors.newFixedThreadPool(8, r -> {
+                Thread t = new Thread(r, "streamlets-kafka-eos commit " + prefix);
+                t.setDaemon(true);
+                return t;
+            });
         }
+        return committing;
     }
 
-    private Path outcome(long batchId, String kind) {
-        return dir.resolve(batchId + "." + kind);
+    // -- the ledger ---------------------------------------------------------------------------
+
+    private ObjectNode entry(long batchId, String fingerprint, String kind, List<TxnCommit> decision) {
+        ObjectNode e = JSON.createObjectNode();
+        e.put("batch", batchId);
+        e.put("fingerprint", fingerprint);
+        e.put("state", kind);
+        e.put("ids", state.path("ids").asInt(0));
+        ArrayNode lines = e.putArray("transactions");
+        for (TxnCommit m : decision) {
+            lines.add(m.toLine());
+        }
+        return e;
     }
 
-    /** Write a file durably: a temporary file, fsync, atomic rename, fsync of the folder. */
-    private void write(Path target, String text) {
-        Path tmp = target.resolveSibling(target.getFileName() + ".tmp");
+    private static String text(JsonNode node, String field) {
+        return node.path(field).asText("");
+    }
+
+    /** Produce the new state in a transaction of the driver's producer (fenced when a newer driver
+     * of this outlet query started) and wait for its commit. */
+    private void record(ObjectNode next) {
         try {
-            Files.write(tmp, text.getBytes(StandardCharsets.UTF_8));
-            try (FileChannel c = FileChannel.open(tmp, StandardOpenOption.WRITE)) {
-                c.force(true);
-            }
-            Files.move(tmp, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
-            try (FileChannel d = FileChannel.open(dir, StandardOpenOption.READ)) {
-                d.force(true);
-            } catch (IOException ignored) { // some file systems cannot sync a folder
-            }
+            ledger.beginTransaction();
+            ledger.send(new ProducerRecord<>(ledgerTopic, 0, prefix.getBytes(StandardCharsets.UTF_8),
+                    JSON.writeValueAsBytes(next)));
+            ledger.commitTransaction();
+        } catch (ProducerFencedException | InvalidProducerEpochException e) {
+            throw new KafkaException(prefix + ": a newer driver of this outlet query started (fenced): this one "
+                    + "stops deciding batches", e);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
+        } catch (KafkaException e) {
+            try {
+                ledger.abortTransaction();
+            } catch (KafkaException ignored) { // the next record's transaction reports what is wrong
+            }
+            throw new KafkaException("writing the batch ledger " + ledgerTopic + " failed: " + e, e);
+        }
+        state = next;
+    }
+
+    /** This prefix's last ledger record (read_committed, partition 0 from its start to its end),
+     * or {"state": "none"}. The driver writer of earlier releases wrote {"batch", "fingerprint"}
+     * inside its transaction: such a record is a committed batch. */
+    private ObjectNode readLedger() {
+        Properties p = new Properties();
+        p.putAll(consumerConfig());
+        ObjectNode last = JSON.createObjectNode();
+        last.put("state", "none");
+        byte[] key = prefix.getBytes(StandardCharsets.UTF_8);
+        TopicPartition tp = new TopicPartition(ledgerTopic, 0);
+        long deadline = System.nanoTime() + LEDGER_TIMEOUT.toNanos();
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+            consumer.assign(List.of(tp));
+            consumer.seekToBeginning(List.of(tp));
+            long end = consumer.endOffsets(List.of(tp), LEDGER_TIMEOUT).get(tp);
+            while (consumer.position(tp, LEDGER_TIMEOUT) < end) {
+                if (System.nanoTime() > deadline) {
+                    throw new KafkaException("the batch ledger " + ledgerTopic + " could not be read to its end in "
+                            + LEDGER_TIMEOUT.toSeconds() + " s");
+                }
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(500))) {
+                    if (r.value() != null && java.util.Arrays.equals(r.key(), key)) {
+                        JsonNode v = JSON.readTree(r.value());
+                        if (v instanceof ObjectNode o) {
+                            if (!o.has("state")) {
+                                o.put("state", "committed");
+                            }
+                            last = o;
+                        }
+                    }
+                }
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException("reading the batch ledger " + ledgerTopic, e);
+        }
+        return last;
+    }
+
+    private Map<String, Object> consumerConfig() {
+        Map<String, Object> c = new LinkedHashMap<>();
+        for (String name : producerConfig.stringPropertyNames()) {
+            if (!EosKafkaSink.PRODUCER_ONLY.contains(name)) {
+                c.put(name, producerConfig.getProperty(name));
+            }
+        }
+        c.put("isolation.level", "read_committed");
+        c.put("enable.auto.commit", "false");
+        c.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        c.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        return c;
+    }
+
+    /** sha256 (16 hex digits) of {@code <checkpoint>/offsets/<batch>} as Spark wrote it; "" without
+     * a checkpoint option or such a file (a batch not planned there). */
+    String fingerprint(long batch) {
+        if (checkpoint == null || checkpoint.isEmpty()) {
+            return "";
+        }
+        Path path = new Path(new Path(checkpoint, "offsets"), Long.toString(batch));
+        try {
+            FileSystem fs = path.getFileSystem(SparkContext.getOrCreate().hadoopConfiguration());
+            if (!fs.exists(path)) {
+                return "";
+            }
+            MessageDigest sha = MessageDigest.getInstance("SHA-256");
+            try (InputStream in = (FSDataInputStream) fs.open(path)) {
+                sha.update(in.readAllBytes());
+            }
+            return HexFormat.of().formatHex(sha.digest()).substring(0, 16);
+        } catch (IOException e) {
+            throw new UncheckedIOException("reading " + path, e);
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
         }
     }
 }

@@ -18,29 +18,32 @@ public final class TxnCommit implements WriterCommitMessage {
     public final long producerId;
     public final short epoch;
     public final TreeMap<Integer, Long> records;
+    /** The Spark executor id the task ran on ("driver" in local mode). */
+    public final String executor;
 
     public TxnCommit(int sparkPartition, long taskId, String transactionalId, long producerId, short epoch,
-                     Map<Integer, Long> records) {
+                     Map<Integer, Long> records, String executor) {
         this.sparkPartition = sparkPartition;
         this.taskId = taskId;
         this.transactionalId = transactionalId;
         this.producerId = producerId;
         this.epoch = epoch;
         this.records = new TreeMap<>(records);
+        this.executor = executor;
     }
 
     public long total() {
         return records.values().stream().mapToLong(Long::longValue).sum();
     }
 
-    /** One ledger line: "sparkPartition taskId transactionalId producerId epoch p=n,p=n". */
+    /** One ledger line: "sparkPartition taskId transactionalId producerId epoch p=n,p=n executor". */
     public String toLine() {
         StringBuilder counts = new StringBuilder();
         for (Map.Entry<Integer, Long> e : records.entrySet()) {
             counts.append(counts.length() == 0 ? "" : ",").append(e.getKey()).append('=').append(e.getValue());
         }
         return sparkPartition + " " + taskId + " " + transactionalId + " " + producerId + " " + epoch + " "
-                + (counts.length() == 0 ? "-" : counts);
+                + (counts.length() == 0 ? "-" : counts) + " " + executor;
     }
 
     public static TxnCommit fromLine(String line) {
@@ -53,7 +56,7 @@ public final class TxnCommit implements WriterCommitMessage {
             }
         }
         return new TxnCommit(Integer.parseInt(f[0]), Long.parseLong(f[1]), f[2].equals("null") ? null : f[2],
-                Long.parseLong(f[3]), Short.parseShort(f[4]), records);
+                Long.parseLong(f[3]), Short.parseShort(f[4]), records, f.length > 6 ? f[6] : "?");
     }
 
     @Override
