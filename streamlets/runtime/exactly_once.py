@@ -155,7 +155,10 @@ def transactional_stream_writer(ctx: Any, encoded: "DataFrame", topic: str, quer
             jvm.java.lang.Class.forName(PROVIDER_CLASS, False, jvm.java.lang.Thread.currentThread().getContextClassLoader())
         except Exception as e:
             raise ExactlyOnceError(f"streamlet {ctx.name!r}: the exactly-once sink's jar ({FORMAT}) is not on the "
-                                   "session's class path: install a JDK 17 (javac builds it on first use) or set "
+                                   "driver's class path: the streamlet image has it among Spark's jars; elsewhere a "
+                                   "JDK 17 builds it on first use (javac), and a driver launched by spark-submit "
+                                   "needs it in --jars (python -c 'from streamlets.runtime.eos_jar import eos_jar; "
+                                   "print(eos_jar())'); or set "
                                    f"streamlets.{ctx.name}.delivery = at-least-once") from e
     ensure_ledger(ctx.transport.connection, ctx.app_id)
     options = sink_options(ctx.transport, app_id=ctx.app_id, streamlet=ctx.name, query=query_name, topic=topic,

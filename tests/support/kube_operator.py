@@ -181,17 +181,20 @@ def spark_submit_args(spark_app: dict, mounts: dict[str, Path], main_file: Path)
     import pyspark
 
     from streamlets.cache import cache_root
-    from streamlets.runtime.spark_session import cached_connector_jars, connector_packages, maven_mirrors
+    from streamlets.runtime.spark_session import cached_connector_jars, connector_packages, maven_mirrors, own_jars
 
     spec = spark_app["spec"]
     conf = dict(spec["sparkConf"])
     # A pod finds the Kafka and Avro connectors among Spark's jars (the streamlet image puts them
     # there); here they are the jars an earlier session resolved, else Spark resolves them with
-    # Ivy's cache in the streamlets cache and this machine's Maven mirror.
-    jars = cached_connector_jars()
+    # Ivy's cache in the streamlets cache and this machine's Maven mirror. The project's own jars
+    # (the exactly-once sink, the registry UDFs), which the image puts among Spark's jars too, go
+    # on spark-submit's command line: what a session adds to spark.jars once its JVM runs reaches
+    # the executors, not the driver's class loader, where Spark looks up a data source.
+    jars = [*(cached_connector_jars() or []), *map(str, own_jars())]
     if jars:
         conf["spark.jars"] = ",".join(jars)
-    else:
+    if not cached_connector_jars():
         conf["spark.jars.packages"] = ",".join(connector_packages())
         conf["spark.jars.ivy"] = str(cache_root() / "ivy")
         if maven_mirrors():
