@@ -16,8 +16,8 @@ rounds, the order rotating each round (with two jobs: alternating which goes fir
   Kafka sink: what one writes by hand.
 - streamlet: `Mapper`, a Streamlet started by StreamletRuntime (dead-letter handling: from_avro
   PERMISSIVE, an observed metric counting malformed values, a filter; progress listener), with
-  exactly-once outlets (the default: one Kafka transaction per micro-batch, produced from the
-  driver; streamlets.runtime.exactly_once).
+  exactly-once outlets (the default: the tasks write in Kafka transactions, the driver commits
+  them with the batch; streamlets.runtime.exactly_once).
 - streamlet-alo (`--variants streamlet-alo`): the same with delivery at-least-once (Spark's Kafka sink).
 - streamlet-metrics, streamlet-alo-metrics (`--variants ...`): the same streamlets serving their
   Prometheus endpoint as a driver pod does (streamlets.driver.serve_metrics), scraped every second

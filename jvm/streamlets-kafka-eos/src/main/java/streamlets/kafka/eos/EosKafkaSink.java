@@ -83,6 +83,10 @@ public final class EosKafkaSink implements TableProvider, DataSourceRegister {
     static Properties producerConfig(Map<String, String> options) {
         Properties p = new Properties();
         p.setProperty("transaction.timeout.ms", "900000"); // the broker's default transaction.max.timeout.ms
+        // A batch's tasks start right after the driver committed the last one's transactions on the
+        // same ids; while the coordinator still writes those commit markers, initTransactions is
+        // answered CONCURRENT_TRANSACTIONS and retried after retry.backoff.ms (100 by default).
+        p.setProperty("retry.backoff.ms", "10");
         for (Map.Entry<String, String> e : options.entrySet()) {
             if (e.getKey().startsWith("kafka.") && !CONSUMER_ONLY.contains(e.getKey().substring("kafka.".length()))) {
                 p.setProperty(e.getKey().substring("kafka.".length()), e.getValue());
