@@ -53,8 +53,8 @@ def _watermark(value: str | None) -> str:
 
 # What each column means (the README's sandbox section says the same).
 STREAMLET_COLUMNS = "records in: read from its inlets and sources; records out: written to its outlets (n/a: its own sink, not counted)"
-TOPIC_COLUMNS = ("offsets: the topic's end offsets, summed over partitions: its records plus one transaction marker per "
-                 "partition and exactly-once batch")
+TOPIC_COLUMNS = ("offsets: the topic's end offsets, summed over partitions: its records plus a transaction marker per "
+                 "partition each exactly-once task wrote")
 
 
 def render(stats: dict[str, QueryStats], topics: list[TopicRow], dead_letters: int, elapsed: float,

@@ -58,7 +58,7 @@ def test_records_out_counted_by_the_sink_or_not_at_all(caplog):
     assert [c.strip() for c in files_row.split("│")][column] == "n/a"  # not 0
     assert "nan" not in shown  # a first batch's rates (Spark leaves them out: NaN) show as 0
     assert "2013-01-01T05:00:00Z" in shown  # whole, with its time zone
-    assert "offsets" in shown and "records plus one transaction marker per partition and exactly-once batch" in shown
+    assert "offsets" in shown and "records plus a transaction marker per partition each exactly-once task wrote" in shown
     assert "records out: written to its outlets (n/a: its own sink, not counted)" in shown
     line = plain_line(monitor.stats, topics, 12)
     assert "files: in 41 out n/a" in line and "| topic offsets flight-delays.enriched-flights=80,798" in line
