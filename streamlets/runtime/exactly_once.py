@@ -44,6 +44,7 @@ replayed): keep `spark.speculation` off (Spark's default) for these queries.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import uuid
@@ -145,7 +146,10 @@ def transactional_stream_writer(ctx: Any, encoded: "DataFrame", topic: str, quer
     codec.encode_outlet builds them. Its options: the transport's `kafka.*` client settings
     (bootstrap servers, security; the consumer-only ones are left out by the sink), the
     transactional id prefix, the ledger topic (created here when missing) and the query's
-    checkpoint (for the batches' fingerprints). ExactlyOnceError when the sink's jar is not on the
+    checkpoint (for the batches' fingerprints). The sink's committer is opened here, in the
+    background (EosKafkaSink.prepare: its driver producer's initTransactions, the ledger read, the
+    fencing of the ids an earlier run used), so its start overlaps Spark's start of the query
+    instead of delaying the first batch. ExactlyOnceError when the sink's jar is not on the
     session's class path (no JDK could build it: runtime.eos_jar)."""
     from .eos_jar import FORMAT, PROVIDER_CLASS
 
@@ -163,6 +167,8 @@ def transactional_stream_writer(ctx: Any, encoded: "DataFrame", topic: str, quer
     ensure_ledger(ctx.transport.connection, ctx.app_id)
     options = sink_options(ctx.transport, app_id=ctx.app_id, streamlet=ctx.name, query=query_name, topic=topic,
                            checkpoint=ctx.checkpoint_location(query_name))
+    if jvm is not None:  # the committer opens now, in the background, while Spark starts the query
+        functools.reduce(getattr, PROVIDER_CLASS.split("."), jvm).prepare(options)
     return encoded.select("key", "value").writeStream.format(FORMAT).options(**options)
 
 

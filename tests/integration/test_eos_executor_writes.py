@@ -206,6 +206,13 @@ def test_executors_write_each_task_in_its_transaction_and_the_driver_commits(kaf
         (source / "b.txt").write_bytes(b"\n".join(b) + b"\n")  # batch 1: the driver dies after its decision
         assert job.wait(240) != 0
         assert (gate / "1.decided").exists() and (ledger(bootstrap, prefix)["batch"], ledger(bootstrap, prefix)["state"]) == (1, "decided")
+        # batch 1's tasks went on with the producers batch 0's tasks kept (TaskProducers): the same
+        # producer id and epoch per transactional id (no initTransactions), a new transaction each
+        producers = {b: {t[2]: (t[3], t[4], t[7]) for t in (line.split() for line in (gate / f"{b}.decided").read_text().splitlines())}
+                     for b in (0, 1)}
+        assert producers[1].keys() == producers[0].keys(), producers
+        assert all(producers[1][i][:2] == producers[0][i][:2] and producers[1][i][2] != producers[0][i][2]
+                   for i in producers[0]), producers
         assert visible(bootstrap, topic, 3) == sorted(a)
     finally:
         if job.poll() is None:

@@ -31,6 +31,14 @@ public interface EosCommitter extends AutoCloseable {
     /** The batch failed: abort the transactions of the tasks that reported. */
     void abort(long batchId, TxnCommit[] messages);
 
+    /** Transactional id -> token ({@link TxnCommit#token}) of each transaction of the last batch
+     * this committer committed: a task may continue on its executor's producer of that id only
+     * when the producer's open transaction is the one named here (TaskProducers). Empty by default
+     * (every task starts a new producer). */
+    default Map<String, String> committed() {
+        return Map.of();
+    }
+
     /** False once a call failed (fenced by a newer driver, Kafka unreachable): the next batch opens
      * a new committer. */
     boolean reusable();

@@ -2,10 +2,11 @@ package streamlets.kafka.eos;
 
 import java.util.Map;
 import java.util.Properties;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicReference;
 
+import org.apache.kafka.clients.producer.Callback;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -16,10 +17,13 @@ import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 
 /**
- * One task's writer: its own producer, transactional.id = prefix-<Spark partition id>.
- * initTransactions at creation fences every earlier producer of that id (an earlier attempt of
- * this task, a zombie executor, a leftover of a crashed run) and aborts its open transaction.
- * commit() flushes and leaves the transaction open for the driver; abort() aborts it.
+ * One task's writer: a transactional producer of transactional.id = prefix-<Spark partition id>.
+ * It continues on the producer its executor kept from the last batch's task of that id when the
+ * driver committed that task's transaction (TaskProducers); otherwise it starts a new one, whose
+ * initTransactions fences every earlier producer of that id (an earlier attempt of this task, a
+ * zombie executor, a leftover of a crashed run) and aborts its open transaction.
+ * commit() flushes and leaves the transaction open for the driver (the producer is kept for the
+ * next batch); abort() aborts it and closes the producer.
  */
 final class EosDataWriter implements DataWriter<InternalRow> {
     private final EosKafkaSink.Layout layout;
@@ -27,24 +31,31 @@ final class EosDataWriter implements DataWriter<InternalRow> {
     private final long taskId;
     private final boolean skip;
     private final String transactionalId;
+    private final String poolKey;
+    private final String token = Long.toHexString(java.util.concurrent.ThreadLocalRandom.current().nextLong());
     private final ResumableProducer producer;
-    private final Map<Integer, Long> counts = new ConcurrentHashMap<>();
+    /** Records acknowledged per Kafka partition: written by the producer's I/O thread only (its
+     * callbacks), read after flush(), which waits for them. */
+    private long[] counts = new long[0];
     private final AtomicReference<Exception> failure = new AtomicReference<>();
+    private final Callback onSent = this::sent; // one callback for every record
     private long sent;
     private boolean closed;
 
+    /** `committed`: transactional id -> token of the transactions the driver committed last
+     * (EosCommitter.committed()). */
     EosDataWriter(EosKafkaSink.Layout layout, Properties producerConfig, String prefix, int partitionId, long taskId,
-                  boolean skip) {
+                  boolean skip, Map<String, String> committed) {
         this.layout = layout;
         this.partitionId = partitionId;
         this.taskId = taskId;
         this.skip = skip;
         this.transactionalId = prefix + "-" + partitionId;
+        this.poolKey = TaskProducers.key(transactionalId, producerConfig);
         if (skip) {
             producer = null;
         } else {
-            producer = new ResumableProducer(producerConfig, transactionalId);
-            producer.initTransactions();
+            producer = continued(TaskProducers.take(poolKey, committed.get(transactionalId)), producerConfig);
             producer.beginTransaction();
         }
     }
@@ -61,22 +72,61 @@ final class EosDataWriter implements DataWriter<InternalRow> {
         byte[] key = bytes(row, layout.key, layout.keyType);
         byte[] value = bytes(row, layout.value, layout.valueType);
         Integer partition = layout.partition < 0 || row.isNullAt(layout.partition) ? null : row.getInt(layout.partition);
-        RecordHeaders headers = new RecordHeaders();
+        RecordHeaders headers = null;
         if (layout.headers >= 0 && !row.isNullAt(layout.headers)) {
+            headers = new RecordHeaders();
             ArrayData array = row.getArray(layout.headers);
             for (int i = 0; i < array.numElements(); i++) {
                 InternalRow h = array.getStruct(i, 2);
                 headers.add(new RecordHeader(h.getUTF8String(0).toString(), h.isNullAt(1) ? null : h.getBinary(1)));
             }
         }
-        producer.send(new ProducerRecord<>(layout.topic, partition, key, value, headers), (meta, e) -> {
-            if (e != null) {
-                failure.compareAndSet(null, e);
-            } else {
-                counts.merge(meta.partition(), 1L, Long::sum);
-            }
-        });
+        producer.send(new ProducerRecord<>(layout.topic, partition, key, value, headers), onSent);
         sent++;
+    }
+
+    /** `kept` (its last transaction committed by the driver) ready for a new transaction, else a new
+     * producer after initTransactions. */
+    private ResumableProducer continued(ResumableProducer kept, Properties producerConfig) {
+        if (kept != null) {
+            try {
+                kept.continueAfterCommit();
+                return kept;
+            } catch (RuntimeException e) {
+                kept.closeKeepingTransaction();
+            }
+        }
+        ResumableProducer fresh = new ResumableProducer(producerConfig, transactionalId);
+        try {
+            fresh.initTransactions();
+        } catch (RuntimeException e) {
+            fresh.closeKeepingTransaction();
+            throw e;
+        }
+        return fresh;
+    }
+
+    private void sent(RecordMetadata meta, Exception e) {
+        if (e != null) {
+            failure.compareAndSet(null, e);
+            return;
+        }
+        int p = meta.partition();
+        if (p >= counts.length) {
+            counts = java.util.Arrays.copyOf(counts, Math.max(p + 1, 2 * counts.length));
+        }
+        counts[p]++;
+    }
+
+    /** The acknowledged records per Kafka partition (after flush()). */
+    private Map<Integer, Long> counts() {
+        Map<Integer, Long> out = new java.util.TreeMap<>();
+        for (int p = 0; p < counts.length; p++) {
+            if (counts[p] > 0) {
+                out.put(p, counts[p]);
+            }
+        }
+        return out;
     }
 
     private static String executor() {
@@ -94,8 +144,13 @@ final class EosDataWriter implements DataWriter<InternalRow> {
     @Override
     public WriterCommitMessage commit() {
         if (skip || sent == 0) {
-            close();
-            return new TxnCommit(partitionId, taskId, null, -1, (short) -1, Map.of(), executor());
+            if (producer == null) {
+                return new TxnCommit(partitionId, taskId, null, -1, (short) -1, Map.of(), executor(), null);
+            }
+            producer.commitTransaction(); // empty: completed locally, no request (no partition was added)
+            TaskProducers.keep(poolKey, producer, token); // continued when the driver's batch succeeds
+            closed = true;
+            return new TxnCommit(partitionId, taskId, null, -1, (short) -1, Map.of(), executor(), token);
         }
         producer.flush();
         Exception failed = failure.get();
@@ -103,8 +158,8 @@ final class EosDataWriter implements DataWriter<InternalRow> {
             throw new IllegalStateException("Kafka send failed in " + transactionalId, failed);
         }
         TxnCommit message = new TxnCommit(partitionId, taskId, transactionalId, producer.producerId(),
-                producer.epoch(), counts, executor());
-        producer.closeKeepingTransaction(); // open, flushed: the driver commits it
+                producer.epoch(), counts(), executor(), token);
+        TaskProducers.keep(poolKey, producer, token); // open, flushed: the driver commits it
         closed = true;
         return message;
     }

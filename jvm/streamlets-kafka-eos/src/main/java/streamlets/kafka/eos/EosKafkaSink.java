@@ -6,8 +6,14 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 
+import org.apache.spark.SparkContext;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerEvent;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.streaming.StreamingQueryListener;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableCapability;
@@ -42,6 +48,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  */
 public final class EosKafkaSink implements TableProvider, DataSourceRegister {
     public static final String SHORT_NAME = "streamlets-kafka-eos";
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger("streamlets.kafka.eos");
 
     @Override
     public String shortName() {
@@ -188,22 +195,74 @@ public final class EosKafkaSink implements TableProvider, DataSourceRegister {
     }
 
     /** One committer per (committer class, transactional.id prefix, query id) in this JVM. */
-    private static final Map<String, EosCommitter> COMMITTERS = new HashMap<>();
+    private static final Map<String, EosCommitter> COMMITTERS = new ConcurrentHashMap<>();
+    /** How many committers of each transactional.id prefix began to open in this JVM. */
+    private static final Map<String, Long> OPENS = new ConcurrentHashMap<>();
+    /** Each committer's number among its prefix's OPENS. */
+    private static final Map<EosCommitter, Long> GENERATIONS = java.util.Collections.synchronizedMap(new java.util.WeakHashMap<>());
+    /** The run id each committer serves (the job group Spark's stream thread sets: its run id). */
+    private static final Map<String, String> RUNS = new ConcurrentHashMap<>();
+    private static volatile boolean watching;
+    /** A lock per such key: a committer opens under its key's lock only. */
+    private static final Map<String, Object> LOCKS = new ConcurrentHashMap<>();
+    /** Committers opened ahead of their query by {@link #prepare}, per (committer class, prefix). */
+    private static final Map<String, Prepared> PREPARED = new ConcurrentHashMap<>();
 
-    /** The query run's committer: the one kept for its key while reusable, else a new one, opened
-     * (which fences the driver producer of any other committer of the prefix, in any JVM: its next
-     * ledger record fails). */
-    static synchronized EosCommitter committer(Map<String, String> options) {
-        String prefix = required(options, "transactional.id.prefix");
-        String cls = options.getOrDefault("committer", LedgerCommitter.class.getName());
-        String key = cls + "\0" + prefix + "\0" + options.getOrDefault("queryId", "");
-        EosCommitter kept = COMMITTERS.get(key);
-        if (kept != null && kept.reusable()) {
-            return kept;
+    private record Prepared(Map<String, String> options, CompletableFuture<EosCommitter> committer) {
+        /** Close it once open (it was not taken). */
+        void discard() {
+            committer.thenAccept(EosCommitter::close);
         }
-        if (kept != null) {
-            kept.close();
+    }
+
+    /**
+     * Open the committer of an outlet query about to start, in the background: the Python runtime
+     * calls this (streamlets.runtime.exactly_once) just before DataStreamWriter.start(), so the
+     * committer's start (its driver producer's initTransactions, reading the ledger, fencing the
+     * ids an earlier run used) overlaps Spark's start of the query instead of delaying its first
+     * batch. The query's first StreamingWrite takes it when its options are these (plus Spark's
+     * query id); a failed open is done again there, which reports its error.
+     */
+    public static void prepare(Map<String, String> options) {
+        Map<String, String> copy = Map.copyOf(options);
+        String cls = copy.getOrDefault("committer", LedgerCommitter.class.getName());
+        String prefix = required(copy, "transactional.id.prefix");
+        CompletableFuture<EosCommitter> opening = new CompletableFuture<>();
+        Thread t = new Thread(() -> {
+            try {
+                opening.complete(opened(cls, copy));
+            } catch (RuntimeException | Error e) {
+                opening.completeExceptionally(e);
+            }
+        }, "streamlets-kafka-eos open " + prefix);
+        t.setDaemon(true);
+        Prepared old = PREPARED.put(cls + "\0" + prefix, new Prepared(copy, opening));
+        if (old != null) {
+            old.discard();
         }
+        t.start();
+    }
+
+    /** Whether a query's write options (`asked`) carry the settings a committer was prepared with:
+     * every prepared option, and no other producer setting (kafka.*); the others are Spark's own
+     * (queryId, checkpointLocation, ...). */
+    static boolean sameSettings(Map<String, String> prepared, Map<String, String> asked) {
+        for (Map.Entry<String, String> e : asked.entrySet()) {
+            if (e.getKey().startsWith("kafka.") && !prepared.containsKey(e.getKey())) {
+                return false;
+            }
+        }
+        for (Map.Entry<String, String> e : prepared.entrySet()) {
+            if (!e.getValue().equals(asked.get(e.getKey()))) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** A new committer of class `cls`, opened (closed again when open fails). */
+    private static EosCommitter opened(String cls, Map<String, String> options) {
+        long generation = OPENS.merge(required(options, "transactional.id.prefix"), 1L, Long::sum);
         EosCommitter fresh;
         try {
             fresh = (EosCommitter) Class.forName(cls).getDeclaredConstructor().newInstance();
@@ -214,11 +273,104 @@ public final class EosKafkaSink implements TableProvider, DataSourceRegister {
             fresh.open(options); // before any task of this run: roll forward, abort leftovers
         } catch (RuntimeException | Error e) {
             fresh.close();
-            COMMITTERS.remove(key);
             throw e;
         }
-        COMMITTERS.put(key, fresh);
+        GENERATIONS.put(fresh, generation);
         return fresh;
+    }
+
+    /** committer.committed() while it is the last committer of its prefix to open in this JVM; empty
+     * once another one began to open (its open fences every task producer of the prefix, so none
+     * may be continued). */
+    static Map<String, String> committedBy(EosCommitter committer, String prefix) {
+        Long generation = GENERATIONS.get(committer);
+        return generation != null && generation.equals(OPENS.get(prefix)) ? committer.committed() : Map.of();
+    }
+
+    /** The query run's committer: at a run's first batch, the one {@link #prepare} opened for these
+     * options (it fenced every other committer of the prefix, so a kept one is closed); else the one
+     * kept for its key while reusable, else a new one, opened (which fences the driver producer of any other
+     * committer of the prefix, in any JVM: its next ledger record fails). */
+    static EosCommitter committer(Map<String, String> options) {
+        String prefix = required(options, "transactional.id.prefix");
+        String cls = options.getOrDefault("committer", LedgerCommitter.class.getName());
+        String key = cls + "\0" + prefix + "\0" + options.getOrDefault("queryId", "");
+        // Spark's stream thread runs each batch in the job group of its run id (StreamExecution)
+        String local = SparkContext.getOrCreate().getLocalProperty("spark.jobGroup.id");
+        String run = local == null ? "" : local;
+        synchronized (LOCKS.computeIfAbsent(key, k -> new Object())) {
+            EosCommitter kept = COMMITTERS.get(key);
+            // a run's first batch takes the committer prepared for it; a later one keeps its own (a
+            // newer query of the prefix prepared that one: it fences this run, which then fails)
+            EosCommitter fresh = kept != null && run.equals(RUNS.get(key)) ? null : takePrepared(cls, prefix, options);
+            if (fresh == null && kept != null && kept.reusable()) {
+                RUNS.put(key, run);
+                return kept;
+            }
+            if (kept != null) {
+                COMMITTERS.remove(key);
+                kept.close();
+            }
+            if (fresh == null) {
+                fresh = opened(cls, options);
+            }
+            COMMITTERS.put(key, fresh);
+            RUNS.put(key, run);
+            watchTerminations();
+            return fresh;
+        }
+    }
+
+    /** The committer {@link #prepare} opened for these options, or null (none, other options, or
+     * its open failed: opening again reports the error). */
+    private static EosCommitter takePrepared(String cls, String prefix, Map<String, String> options) {
+        Prepared prepared = PREPARED.remove(cls + "\0" + prefix);
+        if (prepared == null) {
+            return null;
+        }
+        if (!sameSettings(prepared.options(), options)) {
+            java.util.Set<String> differ = new java.util.TreeSet<>(prepared.options().keySet());
+            differ.addAll(options.keySet());
+            differ.removeIf(k -> java.util.Objects.equals(prepared.options().get(k), options.get(k)));
+            LOG.info("{}: the committer prepared for other settings ({}) is not used", prefix, differ);
+            prepared.discard();
+            return null;
+        }
+        try {
+            return prepared.committer().join();
+        } catch (java.util.concurrent.CompletionException e) {
+            return null;
+        }
+    }
+
+    /** Close the committers of a query run once Spark reports it terminated (its
+     * QueryTerminatedEvent reaches SparkListeners through the listener bus), so that stopped
+     * queries leave no producers in the driver. */
+    private static synchronized void watchTerminations() {
+        if (watching) {
+            return;
+        }
+        SparkContext.getOrCreate().addSparkListener(new SparkListener() {
+            @Override
+            public void onOtherEvent(SparkListenerEvent event) {
+                if (event instanceof StreamingQueryListener.QueryTerminatedEvent terminated) {
+                    String run = terminated.runId().toString();
+                    for (Map.Entry<String, String> e : RUNS.entrySet()) {
+                        if (e.getValue().equals(run)) {
+                            synchronized (LOCKS.computeIfAbsent(e.getKey(), k -> new Object())) {
+                                if (RUNS.remove(e.getKey(), run)) {
+                                    EosCommitter c = COMMITTERS.remove(e.getKey());
+                                    if (c != null) {
+                                        c.close();
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        });
+        watching = true;
     }
 
     static final class EosStreamingWrite implements StreamingWrite {
@@ -237,7 +389,8 @@ public final class EosKafkaSink implements TableProvider, DataSourceRegister {
         @Override
         public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) {
             committer.beforeTasks(info.numPartitions());
-            return new Factory(options, layout, skipBatch);
+            return new Factory(options, layout, skipBatch,
+                    new HashMap<>(committedBy(committer, options.get("transactional.id.prefix"))));
         }
 
         @Override
@@ -269,17 +422,19 @@ public final class EosKafkaSink implements TableProvider, DataSourceRegister {
         private final HashMap<String, String> options;
         private final Layout layout;
         private final long skipBatch;
+        private final HashMap<String, String> committed;
 
-        Factory(HashMap<String, String> options, Layout layout, long skipBatch) {
+        Factory(HashMap<String, String> options, Layout layout, long skipBatch, HashMap<String, String> committed) {
             this.options = options;
             this.layout = layout;
             this.skipBatch = skipBatch;
+            this.committed = committed;
         }
 
         @Override
         public DataWriter<InternalRow> createWriter(int partitionId, long taskId, long epochId) {
             return new EosDataWriter(layout, producerConfig(options), options.get("transactional.id.prefix"),
-                    partitionId, taskId, epochId == skipBatch);
+                    partitionId, taskId, epochId == skipBatch, committed);
         }
     }
 }

@@ -14,6 +14,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -76,6 +77,9 @@ public class LedgerCommitter implements EosCommitter {
     private String checkpoint;
     private ResumableProducer ledger;
     private ExecutorService committing;
+    /** A producer per task transactional id, kept to resume and end its transactions batch after batch. */
+    private final Map<String, ResumableProducer> enders = new ConcurrentHashMap<>();
+    private volatile Map<String, String> committed = Map.of(); // committed(): the last batch's tokens
     private ObjectNode state;        // the last ledger record of this prefix
     private volatile boolean failed; // a call failed: Spark's next batch gets a new committer
 
@@ -93,11 +97,26 @@ public class LedgerCommitter implements EosCommitter {
         state = readLedger();
         rollForward();
         int ids = state.path("ids").asInt(0);
-        for (int i = 0; i < ids; i++) { // abort leftovers: initTransactions fences and aborts
-            try (ResumableProducer p = new ResumableProducer(producerConfig, prefix + "-" + i)) {
-                p.initTransactions();
-            }
+        List<String> leftovers = new ArrayList<>();
+        for (int i = 0; i < ids; i++) {
+            leftovers.add(prefix + "-" + i);
         }
+        // abort leftovers: initTransactions fences and aborts; the producers then end the tasks' transactions
+        all("fencing " + prefix, leftovers, id -> {
+            ResumableProducer p = new ResumableProducer(producerConfig, id);
+            try {
+                p.initTransactions();
+            } catch (RuntimeException e) {
+                p.close(Duration.ZERO);
+                throw e;
+            }
+            ResumableProducer old = enders.put(id, p);
+            if (old != null) {
+                old.close(Duration.ZERO);
+            }
+            return null;
+        });
+        committed = Map.of(); // every id fenced: no task producer of an earlier run goes on
         LOG.info("{} -> {}: last ledger state {} of batch {}", prefix, options.get("topic"), text(state, "state"),
                 state.path("batch").asLong(-1));
     }
@@ -137,9 +156,14 @@ public class LedgerCommitter implements EosCommitter {
     @Override
     public void close() {
         failed = true;
+        committed = Map.of();
         if (ledger != null) {
             ledger.close(Duration.ZERO);
         }
+        for (ResumableProducer p : enders.values()) {
+            p.close(Duration.ZERO);
+        }
+        enders.clear();
         if (committing != null) {
             committing.shutdownNow();
         }
@@ -151,6 +175,7 @@ public class LedgerCommitter implements EosCommitter {
             return call.get();
         } catch (RuntimeException | Error e) {
             failed = true;
+            committed = Map.of();
             throw e;
         }
     }
@@ -183,12 +208,14 @@ public class LedgerCommitter implements EosCommitter {
             }
         }
         if (decision.isEmpty()) {
-            return; // no task wrote: nothing to decide or commit
+            committed = tokens(messages); // no task wrote: nothing to decide or commit
+            return;
         }
         String fingerprint = fingerprint(batchId);
         record(entry(batchId, fingerprint, "decided", decision)); // the decision, durable first
         decided(batchId, decision);
         commitAll(batchId, fingerprint, decision);
+        committed = tokens(messages); // durable as committed: the tasks' producers may go on
         LOG.info("{}: batch {} committed, records per executor {}", prefix, batchId, perExecutor(messages));
     }
 
@@ -208,31 +235,19 @@ public class LedgerCommitter implements EosCommitter {
     }
 
     private void commitAll(long batchId, String fingerprint, List<TxnCommit> decision) {
-        List<Future<String>> commits = new ArrayList<>();
-        for (TxnCommit m : decision) { // in parallel: one coordinator round trip each
-            commits.add(pool().submit(() -> {
-                try (ResumableProducer p = new ResumableProducer(producerConfig, m.transactionalId)) {
-                    p.resumeTransaction(m.producerId, m.epoch);
-                    p.commitTransaction();
-                    return null;
-                } catch (ProducerFencedException | InvalidProducerEpochException e) {
-                    LOG.warn("{}: batch {}: {} was fenced: {}", prefix, batchId, m, e.toString());
-                    return m.transactionalId;
-                }
-            }));
-        }
+        committed = Map.of();
         List<String> fenced = new ArrayList<>();
-        for (Future<String> f : commits) {
+        for (String id : all("batch " + batchId + ": a commit", decision, m -> { // one coordinator round trip each
             try {
-                String id = f.get();
-                if (id != null) {
-                    fenced.add(id);
-                }
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new KafkaException("batch " + batchId + ": interrupted while committing", e);
-            } catch (ExecutionException e) {
-                throw new KafkaException("batch " + batchId + ": a commit failed: " + e.getCause(), e.getCause());
+                end(m, true);
+                return null;
+            } catch (ProducerFencedException | InvalidProducerEpochException e) {
+                LOG.warn("{}: batch {}: {} was fenced: {}", prefix, batchId, m, e.toString());
+                return m.transactionalId;
+            }
+        })) {
+            if (id != null) {
+                fenced.add(id);
             }
         }
         if (!fenced.isEmpty() && fenced.size() == decision.size()) {
@@ -247,18 +262,78 @@ public class LedgerCommitter implements EosCommitter {
         record(entry(batchId, fingerprint, "committed", decision));
     }
 
+    /** Transactional id -> token of each task's transaction of a batch, those that wrote and those
+     * that did not. */
+    private Map<String, String> tokens(TxnCommit[] messages) {
+        Map<String, String> out = new java.util.HashMap<>();
+        for (TxnCommit m : messages) {
+            if (m != null && !"-".equals(m.token)) {
+                out.put(prefix + "-" + m.sparkPartition, m.token);
+            }
+        }
+        return Map.copyOf(out);
+    }
+
+    @Override
+    public Map<String, String> committed() {
+        return committed;
+    }
+
+    /** The producer that resumes and ends transactions of `transactionalId` (one per id, kept). */
+    private ResumableProducer ender(String transactionalId) {
+        return enders.computeIfAbsent(transactionalId, id -> new ResumableProducer(producerConfig, id));
+    }
+
+    /** Resume m's transaction and commit or abort it; a producer that failed is dropped. */
+    private void end(TxnCommit m, boolean commit) {
+        ResumableProducer p = ender(m.transactionalId);
+        try {
+            p.resumeTransaction(m.producerId, m.epoch);
+            if (commit) {
+                p.commitTransaction();
+            } else {
+                p.abortTransaction();
+            }
+        } catch (RuntimeException e) {
+            enders.remove(m.transactionalId, p);
+            p.close(Duration.ZERO);
+            throw e;
+        }
+    }
+
+    /** `call` on each item in parallel (the commit pool), its results in order; the first failure
+     * is thrown as a KafkaException naming `what`. */
+    private <T, R> List<R> all(String what, List<T> items, java.util.function.Function<T, R> call) {
+        List<Future<R>> futures = new ArrayList<>();
+        for (T item : items) {
+            futures.add(pool().submit(() -> call.apply(item)));
+        }
+        List<R> out = new ArrayList<>();
+        for (Future<R> f : futures) {
+            try {
+                out.add(f.get());
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new KafkaException(what + ": interrupted", e);
+            } catch (ExecutionException e) {
+                throw new KafkaException(what + " failed: " + e.getCause(), e.getCause());
+            }
+        }
+        return out;
+    }
+
     @Override
     public void abort(long batchId, TxnCommit[] messages) {
         if ("decided".equals(text(state, "state")) && state.path("batch").asLong(-1) == batchId) {
             return; // decided: rolled forward by the next batch or run, never aborted
         }
+        committed = Map.of();
         for (TxnCommit m : messages) {
             if (m == null || m.transactionalId == null) {
                 continue;
             }
-            try (ResumableProducer p = new ResumableProducer(producerConfig, m.transactionalId)) {
-                p.resumeTransaction(m.producerId, m.epoch);
-                p.abortTransaction();
+            try {
+                end(m, false);
             } catch (KafkaException e) { // fenced already: a later initTransactions aborted it
                 LOG.info("{}: abort {}: {}", prefix, m.transactionalId, e.toString());
             }
@@ -364,6 +439,9 @@ public class LedgerCommitter implements EosCommitter {
             }
         }
         c.put("isolation.level", "read_committed");
+        // The ledger is read once, to its end: a fetch past the last record waits no longer than this
+        // (the default fetch.max.wait.ms, 500, cost every driver start half a second).
+        c.put("fetch.max.wait.ms", "10");
         c.put("enable.auto.commit", "false");
         c.put("key.deserializer", ByteArrayDeserializer.class.getName());
         c.put("value.deserializer", ByteArrayDeserializer.class.getName());

@@ -21,7 +21,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * (org.apache.kafka.common.utils.ProducerIdAndEpoch, constructor (long, short)),
  * .txnPartitionMap (TxnPartitionMap.reset()), .transactionStarted, private
  * transitionTo(TransactionManager$State); states UNINITIALIZED -> INITIALIZING -> READY ->
- * IN_TRANSACTION. A version without them fails with IllegalStateException("Incompatible
+ * IN_TRANSACTION; private completeTransaction() (continueAfterCommit). A version without them fails with IllegalStateException("Incompatible
  * kafka-clients ...") at the first call, never silently.
  *
  * <p>Close with {@link #closeKeepingTransaction()}: a graceful close() aborts an open
@@ -68,6 +68,9 @@ public class ResumableProducer extends KafkaProducer<byte[], byte[]> {
         }
         Object tm = transactionManager();
         synchronized (tm) {
+            if ("READY".equals(String.valueOf(get(tm, "currentState")))) {
+                transition(tm, "UNINITIALIZED"); // a committing producer kept from an earlier commit
+            }
             transition(tm, "INITIALIZING");
             invoke(get(tm, "txnPartitionMap"), "reset", new Class<?>[0]);
             set(tm, "producerIdAndEpoch", newProducerIdAndEpoch(tm, producerId, epoch));
@@ -76,6 +79,27 @@ public class ResumableProducer extends KafkaProducer<byte[], byte[]> {
             // EndTxn is only sent when the transaction has started (a record was sent); the
             // resumed transaction has records, so say so.
             set(tm, "transactionStarted", true);
+        }
+    }
+
+    /**
+     * This producer's open transaction was committed by another instance (the driver resumed it):
+     * end it locally, as its own commit would (TransactionManager.completeTransaction: READY, the
+     * partitions' sequence numbers kept, as the broker keeps them under the same producer id and
+     * epoch), so that it can begin the next one. Nothing to do without an open transaction.
+     */
+    public void continueAfterCommit() {
+        Object tm = transactionManager();
+        synchronized (tm) {
+            String state = String.valueOf(get(tm, "currentState"));
+            if ("READY".equals(state)) {
+                return;
+            }
+            if (!"IN_TRANSACTION".equals(state)) {
+                throw new IllegalStateException("cannot continue a producer in state " + state);
+            }
+            transition(tm, "COMMITTING_TRANSACTION");
+            invoke(tm, "completeTransaction", new Class<?>[0]);
         }
     }
 
