@@ -168,7 +168,11 @@ def transactional_stream_writer(ctx: Any, encoded: "DataFrame", topic: str, quer
     options = sink_options(ctx.transport, app_id=ctx.app_id, streamlet=ctx.name, query=query_name, topic=topic,
                            checkpoint=ctx.checkpoint_location(query_name))
     if jvm is not None:  # the committer opens now, in the background, while Spark starts the query
-        functools.reduce(getattr, PROVIDER_CLASS.split("."), jvm).prepare(options)
+        try:
+            functools.reduce(getattr, PROVIDER_CLASS.split("."), jvm).prepare(options)
+        except Exception as e:  # only a head start: the query's first batch opens it then
+            log.warning("streamlet %r, query %s: the exactly-once sink's committer opens with the first batch "
+                        "(not ahead of it: %s)", ctx.name, query_name, type(e).__name__)
     return encoded.select("key", "value").writeStream.format(FORMAT).options(**options)
 
 
