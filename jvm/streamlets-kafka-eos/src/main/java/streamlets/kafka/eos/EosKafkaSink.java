@@ -225,7 +225,7 @@ public final class EosKafkaSink implements TableProvider, DataSourceRegister {
      */
     public static void prepare(Map<String, String> options) {
         Map<String, String> copy = Map.copyOf(options);
-        String cls = copy.getOrDefault("committer", LedgerCommitter.class.getName());
+        String cls = committerClass(copy);
         String prefix = required(copy, "transactional.id.prefix");
         CompletableFuture<EosCommitter> opening = new CompletableFuture<>();
         Thread t = new Thread(() -> {
@@ -236,11 +236,24 @@ public final class EosKafkaSink implements TableProvider, DataSourceRegister {
             }
         }, "streamlets-kafka-eos open " + prefix);
         t.setDaemon(true);
-        Prepared old = PREPARED.put(cls + "\0" + prefix, new Prepared(copy, opening));
+        Prepared old = PREPARED.put(preparedKey(cls, prefix), new Prepared(copy, opening));
         if (old != null) {
             old.discard();
         }
         t.start();
+    }
+
+    /** Option "committer": the EosCommitter class (LedgerCommitter by default). */
+    private static String committerClass(Map<String, String> options) {
+        return options.getOrDefault("committer", LedgerCommitter.class.getName());
+    }
+
+    private static String preparedKey(String cls, String prefix) {
+        return cls + "\0" + prefix;
+    }
+
+    private static Object lock(String key) {
+        return LOCKS.computeIfAbsent(key, k -> new Object());
     }
 
     /** Whether a query's write options (`asked`) carry the settings a committer was prepared with:
@@ -293,12 +306,12 @@ public final class EosKafkaSink implements TableProvider, DataSourceRegister {
      * committer of the prefix, in any JVM: its next ledger record fails). */
     static EosCommitter committer(Map<String, String> options) {
         String prefix = required(options, "transactional.id.prefix");
-        String cls = options.getOrDefault("committer", LedgerCommitter.class.getName());
+        String cls = committerClass(options);
         String key = cls + "\0" + prefix + "\0" + options.getOrDefault("queryId", "");
         // Spark's stream thread runs each batch in the job group of its run id (StreamExecution)
         String local = SparkContext.getOrCreate().getLocalProperty("spark.jobGroup.id");
         String run = local == null ? "" : local;
-        synchronized (LOCKS.computeIfAbsent(key, k -> new Object())) {
+        synchronized (lock(key)) {
             EosCommitter kept = COMMITTERS.get(key);
             // a run's first batch takes the committer prepared for it; a later one keeps its own (a
             // newer query of the prefix prepared that one: it fences this run, which then fails)
@@ -324,7 +337,7 @@ public final class EosKafkaSink implements TableProvider, DataSourceRegister {
     /** The committer {@link #prepare} opened for these options, or null (none, other options, or
      * its open failed: opening again reports the error). */
     private static EosCommitter takePrepared(String cls, String prefix, Map<String, String> options) {
-        Prepared prepared = PREPARED.remove(cls + "\0" + prefix);
+        Prepared prepared = PREPARED.remove(preparedKey(cls, prefix));
         if (prepared == null) {
             return null;
         }
@@ -357,7 +370,7 @@ public final class EosKafkaSink implements TableProvider, DataSourceRegister {
                     String run = terminated.runId().toString();
                     for (Map.Entry<String, String> e : RUNS.entrySet()) {
                         if (e.getValue().equals(run)) {
-                            synchronized (LOCKS.computeIfAbsent(e.getKey(), k -> new Object())) {
+                            synchronized (lock(e.getKey())) {
                                 if (RUNS.remove(e.getKey(), run)) {
                                     EosCommitter c = COMMITTERS.remove(e.getKey());
                                     if (c != null) {

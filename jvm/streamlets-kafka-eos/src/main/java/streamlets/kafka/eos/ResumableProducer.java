@@ -68,7 +68,7 @@ public class ResumableProducer extends KafkaProducer<byte[], byte[]> {
         }
         Object tm = transactionManager();
         synchronized (tm) {
-            if ("READY".equals(String.valueOf(get(tm, "currentState")))) {
+            if ("READY".equals(state(tm))) {
                 transition(tm, "UNINITIALIZED"); // a committing producer kept from an earlier commit
             }
             transition(tm, "INITIALIZING");
@@ -91,7 +91,7 @@ public class ResumableProducer extends KafkaProducer<byte[], byte[]> {
     public void continueAfterCommit() {
         Object tm = transactionManager();
         synchronized (tm) {
-            String state = String.valueOf(get(tm, "currentState"));
+            String state = state(tm);
             if ("READY".equals(state)) {
                 return;
             }
@@ -106,6 +106,11 @@ public class ResumableProducer extends KafkaProducer<byte[], byte[]> {
     /** Close without ending an open transaction (the executors' side after flush). */
     public void closeKeepingTransaction() {
         close(Duration.ZERO);
+    }
+
+    /** The TransactionManager's state's name (UNINITIALIZED, READY, IN_TRANSACTION, ...). */
+    private static String state(Object tm) {
+        return String.valueOf(get(tm, "currentState"));
     }
 
     private Object transactionManager() {
