@@ -46,7 +46,7 @@ API_PORT = 8081  # kopf's liveness endpoint is on 8080 (the chart's livenessProb
 SCRAPE_TIMEOUT = 2.0
 REVIEW_CACHE_SECONDS = 5.0
 # The Spark Operator's labels on a SparkApplication's driver pod.
-SPARK_ROLE, SPARK_APP_NAME = "spark-role", "sparkoperator.k8s.io/app-name"
+SPARK_ROLE, SPARK_APP_NAME = render.SPARK_ROLE, render.SPARK_APP_NAME
 # A SparkApplication's state (status.applicationState.state) -> a streamlet's status in the API.
 STATES = {"RUNNING": "running", "SUBMITTED": "starting", "PENDING": "starting", "PENDING_SUBMISSION": "starting",
           "PENDING_RERUN": "restarting", "RESTARTING": "restarting", "INVALIDATING": "starting", "RESUMING": "starting",

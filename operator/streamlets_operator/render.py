@@ -286,6 +286,9 @@ def claim_name(app: str, spec: ApplicationSpec) -> str:
 
 DEFAULT_ACCESS_MODE = "ReadWriteOnce"  # the chart's storage.accessMode; most clouds' default class
 NODE_TOPOLOGY_KEY = "kubernetes.io/hostname"
+# The labels Spark and the Spark Operator put on the pods they start (Spark's `spark-role`:
+# driver or executor; the operator's: the SparkApplication's name)
+SPARK_ROLE, SPARK_APP_NAME = "spark-role", "sparkoperator.k8s.io/app-name"
 
 
 def claim_access_modes(spec: ApplicationSpec, env: dict[str, str] | Any, found: list[str] | None = None) -> list[str]:
@@ -327,6 +330,17 @@ def one_node_affinity(app: str, streamlet: str | None = None) -> dict[str, Any]:
     return {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": labels(app, streamlet) if streamlet else {LABEL_APP: app}},
          "topologyKey": NODE_TOPOLOGY_KEY}]}}
+
+
+def spread_affinity(app: str, streamlet: str) -> dict[str, Any]:
+    """A preferred pod anti-affinity that spreads a streamlet's executors over the nodes
+    (kubernetes.io/hostname), so that its tasks, and the exactly-once outlets' Kafka producers among
+    them, run on as many machines as it has executors. Preferred, not required: a cluster with fewer
+    nodes than executors still runs them all, some sharing a node."""
+    return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "podAffinityTerm": {
+            "labelSelector": {"matchLabels": {**labels(app, streamlet), SPARK_ROLE: "executor"}},
+            "topologyKey": NODE_TOPOLOGY_KEY}}]}}
 
 
 def _one_node_mounts(streamlet: StreamletSpec) -> list[str]:
@@ -576,7 +590,8 @@ def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any] | S
     pods, services and config maps; Spark's spark.kubernetes.authenticate.driver.serviceAccountName).
     With a ReadWriteOnce checkpoint claim (claim_access_modes, `claim_modes` as read from the
     cluster), the driver and executors get one_node_affinity of the application; else with a
-    ReadWriteOnce volume mount claim, that of the streamlet. With the state on an object store
+    ReadWriteOnce volume mount claim, that of the streamlet; else several executors get
+    spread_affinity (over the nodes). With the state on an object store
     (object_store), no claim: its S3A settings go into sparkConf (below the streamlet's own) and
     its credentials into the pods' environment (credentials_env)."""
     env = os.environ if env is None else env
@@ -607,6 +622,8 @@ def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any] | S
         driver["affinity"] = executor["affinity"] = one_node_affinity(app)
     elif _one_node_mounts(streamlet):
         driver["affinity"] = executor["affinity"] = one_node_affinity(app, name)
+    elif executors > 1:
+        executor["affinity"] = spread_affinity(app, name)
     service_account = spec.service_account_name or env.get("STREAMLETS_SPARK_SERVICE_ACCOUNT")
     if service_account:
         driver["serviceAccount"] = service_account

@@ -15,7 +15,7 @@ What forces the nodes is this test's deploy config, not a product default: the n
 labelled, and Spark's own settings `spark.kubernetes.driver.node.selector.<label>` and
 `spark.kubernetes.executor.node.selector.<label>` go in through
 `streamlets.<s>.spark."spark.kubernetes...."` (every driver on the first node, every executor on
-the second). The volume mounts (the ingresses' sources, the egress's output) have claims of their
+the second; enrich's executors get no selector). The volume mounts (the ingresses' sources, the egress's output) have claims of their
 own (`streamlets.<s>.volume-mounts.<mount>`), which the data pod mounts too: shared hostPath
 claims (KubeCluster.shared_claim, ReadWriteMany), honest here because the nodes share this
 machine's file system; a local-path claim (ReadWriteOnce) would pin its users to one node. The
@@ -24,8 +24,11 @@ read again.
 
 The tests run in order on one deployment, a month of data each, and each compares the egress
 output with the batch computation (flight_delays.reference) for the months fed so far:
-  1. January: a driver and an executor per streamlet, on different nodes; the results equal the
-     batch computation; every streamlet's checkpoints (and the stats state) are objects in MinIO;
+  1. January: a driver and an executor per streamlet, on different nodes, and two executors of
+     enrich, one on each node (the operator spreads a streamlet's executors), both writing its
+     exactly-once outlet (records per executor from the batch ledger's commit messages); the
+     results equal the batch computation; every streamlet's checkpoints (and the stats state) are
+     objects in MinIO;
   2. a deleted driver pod is started again by the Spark Operator and resumes from its checkpoints
      on S3: January and February equal the batch computation;
   3. `kubectl streamlets savepoint`, then an upgrade to version 2 (blueprint-v2.yaml: `enrich`
@@ -56,11 +59,13 @@ import yaml
 from support.e2e import APPS, OPERATOR_NS, POLL_ERRORS, SPARK_OPERATOR_NS, node_kafka_broker
 from support.flight_delays_cluster import (APP, DATA_POD, EXAMPLE, START_TIMEOUT, STREAMLETS, VOLUMES, Deployment,
                                            built_resource)
+from support.ledger import LedgerFollower
 from support.minio import run_minio
 from support.waiting import wait_until
 
 STREAMLETS_V2 = (*STREAMLETS, "more-flights")  # blueprint-v2.yaml
 NODE_LABEL = "streamlets-e2e-spark-role"  # drivers on the first node, executors on the second
+SPREAD = "enrich"  # but this streamlet's: two executors, one on each node, both writing its exactly-once outlet
 SECRET = "s3-credentials"
 KAFKA_CA, KAFKA_USER = "kafka-ca", "kafka-user"  # the Secrets of the broker's CA and the SCRAM password
 PREFIX = f"e2e-{secrets.token_hex(3)}"
@@ -80,6 +85,10 @@ def deploy_config(streamlets: tuple[str, ...], username: str) -> str:
         if streamlet in streamlets:
             lines.append(f"  {streamlet}.volume-mounts.{mount} = {claim}")
     for streamlet in streamlets:
+        if streamlet == SPREAD:  # its executors on both nodes: the operator spreads them (render.spread_affinity)
+            lines.append(f"  {streamlet}.kubernetes.executor.instances = 2")
+            lines.append(f'  {streamlet}.spark {{ "spark.kubernetes.driver.node.selector.{NODE_LABEL}" = drivers }}')
+            continue
         lines.append(f'  {streamlet}.spark {{ "spark.kubernetes.driver.node.selector.{NODE_LABEL}" = drivers, '
                      f'"spark.kubernetes.executor.node.selector.{NODE_LABEL}" = executors }}')
     lines.append("}")
@@ -128,7 +137,15 @@ def s3_resource(node_minio, blueprint: str, image: str, kafka: str, config: Path
 
 
 @pytest.fixture(scope="module")
-def deployed(nodes, e2e_cluster, e2e_images, streamlets_operator, node_minio, module_kafka,
+def ledger(module_kafka) -> LedgerFollower:
+    """The application's batch ledger, followed from before the deployment."""
+    follower = LedgerFollower(module_kafka.connection(), APP)
+    yield follower
+    follower.close()
+
+
+@pytest.fixture(scope="module")
+def deployed(nodes, e2e_cluster, e2e_images, streamlets_operator, node_minio, module_kafka, ledger,
              tmp_path_factory) -> Deployment:
     cluster = e2e_cluster
     tmp = tmp_path_factory.mktemp("flight-delays-s3")
@@ -161,24 +178,44 @@ def deployed(nodes, e2e_cluster, e2e_images, streamlets_operator, node_minio, mo
         d.kubectl("delete", "secret", name, "-n", APPS, "--wait=false", check=False)
 
 
-def _nodes_of(d: Deployment, streamlets: tuple[str, ...] = STREAMLETS) -> dict[str, tuple[str, str]]:
-    """streamlet -> (its running driver's node, its running executor's node)."""
-    drivers, executors = d.running("driver"), d.running("executor")
-    return {s: (drivers[s]["spec"]["nodeName"], executors[s]["spec"]["nodeName"])
-            for s in streamlets if s in drivers and s in executors}
+def _executors(d: Deployment, streamlet: str) -> list[dict]:
+    """The streamlet's Running executor pods."""
+    return [p for p in d.pods("executor") if p["metadata"]["labels"].get("streamlets.io/streamlet") == streamlet
+            and p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
 
 
-def test_january_with_executors_on_the_other_node_and_checkpoints_on_s3(deployed, nodes, node_minio):
+def _nodes_of(d: Deployment, streamlets: tuple[str, ...] = STREAMLETS) -> dict[str, tuple[str, set[str]]]:
+    """streamlet -> (its running driver's node, its running executors' nodes)."""
+    drivers = d.running("driver")
+    placed = {s: (drivers[s]["spec"]["nodeName"], {p["spec"]["nodeName"] for p in _executors(d, s)})
+              for s in streamlets if s in drivers}
+    return {s: nodes for s, nodes in placed.items() if nodes[1]}
+
+
+def _expected(nodes, streamlets: tuple[str, ...] = STREAMLETS) -> dict[str, tuple[str, set[str]]]:
+    """Every driver on the first node, every executor on the second, SPREAD's on both."""
+    return {s: (nodes[0].name, {n.name for n in nodes} if s == SPREAD else {nodes[1].name}) for s in streamlets}
+
+
+def test_january_with_executors_on_the_other_node_and_checkpoints_on_s3(deployed, nodes, node_minio, ledger):
     d = deployed
-    wait_until(lambda: set(d.running("driver")) == set(STREAMLETS) and set(d.running("executor")) == set(STREAMLETS),
-               timeout=START_TIMEOUT, what="a running driver and executor pod per streamlet", interval=5,
-               retry_on=POLL_ERRORS, on_timeout=d.report)
+    wait_until(lambda: set(d.running("driver")) == set(STREAMLETS) and set(d.running("executor")) == set(STREAMLETS)
+               and len(_executors(d, SPREAD)) == 2,
+               timeout=START_TIMEOUT, what=f"a running driver and executor pod per streamlet, two of {SPREAD}",
+               interval=5, retry_on=POLL_ERRORS, on_timeout=d.report)
     placed = _nodes_of(d)
-    assert placed == {s: (nodes[0].name, nodes[1].name) for s in STREAMLETS}, placed
+    assert placed == _expected(nodes), placed
+    spread = {p["metadata"]["labels"]["spark-exec-id"]: p["spec"]["nodeName"] for p in _executors(d, SPREAD)}
     # no checkpoint claim: the state is on S3
     assert d.kubectl("get", "pvc", f"{APP}-checkpoints", "-n", APPS, check=False).strip() == ""
     d.feed(1)
     d.wait_results("January")
+    # both of SPREAD's executors wrote its exactly-once outlet: the records each one's tasks
+    # produced, from the commit messages the driver recorded in the batch ledger
+    written = ledger.records_per_executor(f"{APP}.{SPREAD}.")
+    print(f"\n{SPREAD}: records written per executor (id: node): "
+          + ", ".join(f"{e} ({spread.get(e, '?')}): {n}" for e, n in sorted(written.items())))
+    assert {spread.get(e) for e, n in written.items() if n > 0} == {n.name for n in nodes}, (written, spread)
     keys = node_minio.keys(f"{PREFIX}/")
     for name in STREAMLETS:
         assert any(k.startswith(f"{PREFIX}/checkpoints/{APP}/{name}/") for k in keys), (name, keys[:50])
@@ -194,7 +231,7 @@ def test_a_deleted_driver_resumes_from_its_checkpoints_on_s3(deployed, nodes):
     d = deployed
     d.delete_driver_then_feed("stats", 2)  # February arrives while the stats driver is gone
     placed = _nodes_of(d)
-    assert placed.get("stats") == (nodes[0].name, nodes[1].name), placed
+    assert placed.get("stats") == _expected(nodes)["stats"], placed
 
 
 def test_savepoint_and_an_upgrade_to_version_2_from_savepoints_on_s3(deployed, nodes, node_minio, module_kafka,
@@ -220,12 +257,13 @@ def test_savepoint_and_an_upgrade_to_version_2_from_savepoints_on_s3(deployed, n
 
     def upgraded() -> bool:
         drivers = d.running("driver")
-        return set(drivers) == set(STREAMLETS_V2) and set(d.running("executor")) == set(STREAMLETS_V2) and all(
+        return set(drivers) == set(STREAMLETS_V2) and set(d.running("executor")) == set(STREAMLETS_V2) \
+            and len(_executors(d, SPREAD)) == 2 and all(
             p["metadata"]["uid"] != before.get(n) and p["spec"]["containers"][0]["image"] == new_image
             for n, p in drivers.items())
     wait_until(upgraded, timeout=START_TIMEOUT, what="every driver of version 2 running on the new image", interval=5,
                retry_on=POLL_ERRORS, on_timeout=d.report)
-    assert _nodes_of(d, STREAMLETS_V2) == {s: (nodes[0].name, nodes[1].name) for s in STREAMLETS_V2}
+    assert _nodes_of(d, STREAMLETS_V2) == _expected(nodes, STREAMLETS_V2)
     status = json.loads(d.kubectl("get", "streamletapplication", APP, "-n", APPS, "-o", "json"))["status"]
     upgrade_savepoints = [s for s in status.get("savepoints", []) if s.get("reason") == "upgrade"]
     assert "enrich" in {s["streamlet"] for s in upgrade_savepoints}, status.get("savepoints")

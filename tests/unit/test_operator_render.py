@@ -456,6 +456,28 @@ def test_a_read_write_once_volume_mount_keeps_its_streamlet_on_one_node(built):
     assert "affinity" not in apps["stats"][1]["spec"]["executor"]  # the others run anywhere
 
 
+def test_several_executors_of_a_streamlet_are_spread_over_the_nodes_unless_pinned_to_one(built):
+    """A streamlet with several executors asks Kubernetes to put them on different nodes (preferred:
+    fewer nodes than executors still run them all), its executors only; a ReadWriteOnce claim's
+    pinning to one node wins."""
+    body = copy.deepcopy(built)
+    body["spec"]["storage"] = {"accessMode": "ReadWriteMany"}
+    streamlet(body, "enrich")["scale"]["executors"] = 2
+    apps = render.render_all(body, env={})["streamlets"]
+    spec = apps["enrich"][1]["spec"]
+    assert spec["executor"]["instances"] == 2 and "affinity" not in spec["driver"]
+    (term,) = spec["executor"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    selector = term["podAffinityTerm"]["labelSelector"]["matchLabels"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname" and term["weight"] == 100
+    # the term matches enrich's executor pods (labels Spark and our render put on them), not its driver
+    assert selector.pop("spark-role") == "executor"
+    assert selector.items() <= spec["executor"]["labels"].items()
+    assert selector["streamlets.io/streamlet"] == "enrich"
+    assert "affinity" not in apps["stats"][1]["spec"]["executor"]  # one executor: nothing to spread
+    pinned = render.render_all(body, env={}, claim_modes=["ReadWriteOnce"])["streamlets"]["enrich"][1]["spec"]
+    assert "podAntiAffinity" not in pinned["executor"]["affinity"] and "podAffinity" in pinned["executor"]["affinity"]
+
+
 # --- the state on an object store (spec.storage.checkpoints) ------------------------------------
 
 S3_ROOT = "s3a://streamlets/prod"
