@@ -6,7 +6,8 @@ began and left open (flushed, not committed), through Flink's resumeTransaction 
 read_committed consumer sees its records only after that commit; a leftover transaction never
 resumed is aborted by initTransactions on its transactional.id (fencing) and stays invisible.
 Then the Spark sink (apps/eos/sink_job.py, its own driver process): tasks' records invisible
-until the driver's commit; a driver killed before or after its decision; the broker's timeout
+until the driver's commit; a driver killed before or after its decision, or after its commits and
+Spark's commit log but before the ledger's `committed` record; the broker's timeout
 abort; a failed task attempt: every record once."""
 
 from __future__ import annotations
@@ -168,6 +169,7 @@ def run_until_committed(job: subprocess.Popen, folder: Path, bootstrap: str, pre
         wait_for(folder / "checkpoint" / "commits" / str(batch), job)
         (folder / "gate" / "stop").touch()
         assert job.wait(240) == 0, (folder / "job.log").read_text()[-3000:]
+        (folder / "gate" / "stop").unlink()  # the next job of the folder runs until told
     finally:
         if job.poll() is None:
             job.kill()
@@ -237,6 +239,28 @@ def test_executors_write_each_task_in_its_transaction_and_the_driver_commits(kaf
     run_until_committed(job, tmp_path, bootstrap, prefix, 2)
     assert held_back(bootstrap, topic) == {}
     assert visible(bootstrap, topic, 3) == sorted(a + b + c)
+
+    # batch 3: the driver dies after its commits and Spark's commit log, before the ledger's
+    # `committed` record (written while Spark plans the next batch): visible once, decided only
+    d = [f"d-{i}".encode() for i in range(15)]
+    e = [f"e-{i}".encode() for i in range(10)]
+    (gate / "crash-recording-3").touch()
+    (source / "d.txt").write_bytes(b"\n".join(d) + b"\n")
+    job = start()
+    try:
+        assert job.wait(240) != 0
+        assert (checkpoint / "commits" / "3").exists()
+        assert (lambda s: (s["batch"], s["state"]))(ledger(bootstrap, prefix)) == (3, "decided")
+        assert visible(bootstrap, topic, 3) == sorted(a + b + c + d) and held_back(bootstrap, topic) == {}
+    finally:
+        if job.poll() is None:
+            job.kill()
+    (gate / "crash-recording-3").unlink()
+    (source / "e.txt").write_bytes(b"\n".join(e) + b"\n")
+    job = start()  # batch 4's committer rolls batch 3 forward (its commits again, accepted); no replay
+    run_until_committed(job, tmp_path, bootstrap, prefix, 4)
+    assert held_back(bootstrap, topic) == {}
+    assert visible(bootstrap, topic, 3) == sorted(a + b + c + d + e)
 
 
 def test_a_batch_the_broker_aborted_is_written_again_and_a_failed_task_attempt_is_aborted(kafka_broker, job_jars,

@@ -13,15 +13,32 @@ import streamlets.kafka.eos.TxnCommit;
  * transactions are open and undecided); after a batch's decision is durable it writes
  * <gate>/<batch>.decided (the tasks' commit messages, one per line), then halts the driver JVM
  * if <gate>/crash-<batch> exists (a crash between decision and commit), else waits while
- * <gate>/hold-<batch> exists.
+ * <gate>/hold-<batch> exists. With <gate>/crash-recording-<batch>, it halts the driver JVM after
+ * the batch's commits and Spark's commit log, before the ledger's "committed" record.
  */
 public class GatedCommitter extends LedgerCommitter {
     private Path gate;
+    private Path checkpoint;
 
     @Override
     public void open(Map<String, String> options) {
         gate = Paths.get(options.get("gate"));
+        checkpoint = Paths.get(options.get("checkpoint"));
         super.open(options);
+    }
+
+    @Override
+    protected void recording(long batchId) {
+        if (Files.exists(gate.resolve("crash-recording-" + batchId))) {
+            try {
+                while (!Files.exists(checkpoint.resolve("commits").resolve(Long.toString(batchId)))) {
+                    Thread.sleep(20);
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            Runtime.getRuntime().halt(3);
+        }
     }
 
     @Override

@@ -80,8 +80,16 @@ public class LedgerCommitter implements EosCommitter {
     /** A producer per task transactional id, kept to resume and end its transactions batch after batch. */
     private final Map<String, ResumableProducer> enders = new ConcurrentHashMap<>();
     private volatile Map<String, String> committed = Map.of(); // committed(): the last batch's tokens
-    private ObjectNode state;        // the last ledger record of this prefix
-    private volatile boolean failed; // a call failed: Spark's next batch gets a new committer
+    private volatile ObjectNode state; // the last ledger record of this prefix
+    private volatile boolean failed;   // a call failed: Spark's next batch gets a new committer
+    /** The last batch's "committed" record, written by the recorder thread while Spark writes its
+     * commit log and plans the next batch; every other use of the ledger, the state or the tokens
+     * waits for it first ({@link #settled()}). */
+    private volatile Future<?> recording;
+    private ExecutorService recorder;
+    /** How long close() waits for a "committed" record being written (then the next run rolls the
+     * decision forward). */
+    static final Duration CLOSE_WAIT = Duration.ofSeconds(10);
 
     @Override
     public void open(Map<String, String> options) {
@@ -132,12 +140,14 @@ public class LedgerCommitter implements EosCommitter {
             }
             LOG.info("{}: rolling batch {} forward ({} transactions)", prefix, batch, decision.size());
             commitAll(batch, text(state, "fingerprint"), decision);
+            record(entry(batch, text(state, "fingerprint"), "committed", decision));
         }
     }
 
     @Override
     public long beforeBatch() {
         return guarded(() -> {
+            settled();
             rollForward();
             long batch = state.path("batch").asLong(-1);
             if (batch >= 0 && "committed".equals(text(state, "state"))
@@ -150,13 +160,54 @@ public class LedgerCommitter implements EosCommitter {
 
     @Override
     public boolean reusable() {
+        try {
+            settled();
+        } catch (RuntimeException e) { // failed: the next batch opens a new committer, which rolls forward
+            LOG.warn("{}: the last batch's ledger record: {}", prefix, e.toString());
+        }
         return !failed;
+    }
+
+    /** Wait for the "committed" record being written, if any. Its failure marks this committer
+     * failed (a new one rolls the decision forward) and is thrown. */
+    private void settled() {
+        Future<?> pending = recording;
+        if (pending == null) {
+            return;
+        }
+        recording = null;
+        try {
+            pending.get();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            failed = true;
+            committed = Map.of();
+            throw new KafkaException(prefix + ": interrupted while the batch ledger was written", e);
+        } catch (ExecutionException e) {
+            failed = true;
+            committed = Map.of();
+            throw e.getCause() instanceof RuntimeException r ? r : new KafkaException(e.getCause());
+        }
     }
 
     @Override
     public void close() {
+        Future<?> pending = recording;
+        if (pending != null) { // a stopping query: leave its last batch recorded as committed
+            try {
+                pending.get(CLOSE_WAIT.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
+                LOG.info("{}: the last batch's committed record was not written ({}); the next run rolls "
+                        + "its decision forward", prefix, e.toString());
+            }
+        }
         failed = true;
         committed = Map.of();
+        if (recorder != null) {
+            recorder.shutdownNow();
+        }
         if (ledger != null) {
             ledger.close(Duration.ZERO);
         }
@@ -182,6 +233,10 @@ public class LedgerCommitter implements EosCommitter {
 
     @Override
     public void beforeTasks(int numPartitions) {
+        guarded(() -> {
+            settled(); // the last batch's tokens are handed to the tasks only once its record is durable
+            return null;
+        });
         if (numPartitions > state.path("ids").asInt(0)) {
             ObjectNode next = state.deepCopy();
             next.put("ids", numPartitions);
@@ -201,6 +256,7 @@ public class LedgerCommitter implements EosCommitter {
     }
 
     private void decide(long batchId, TxnCommit[] messages) {
+        settled();
         List<TxnCommit> decision = new ArrayList<>();
         for (TxnCommit m : messages) {
             if (m != null && m.transactionalId != null) {
@@ -215,8 +271,20 @@ public class LedgerCommitter implements EosCommitter {
         record(entry(batchId, fingerprint, "decided", decision)); // the decision, durable first
         decided(batchId, decision);
         commitAll(batchId, fingerprint, decision);
-        committed = tokens(messages); // durable as committed: the tasks' producers may go on
-        LOG.info("{}: batch {} committed, records per executor {}", prefix, batchId, perExecutor(messages));
+        // The batch is committed (its records visible): Spark may write its commit log and plan the
+        // next batch while the ledger records it. Its tokens are handed to the next tasks only once
+        // that record is durable (settled() in beforeTasks): a task producer continuing before it
+        // could have its next, undecided transaction committed by a restart's roll-forward.
+        ObjectNode done = entry(batchId, fingerprint, "committed", decision);
+        Map<String, String> tokens = tokens(messages);
+        Map<String, Long> perExecutor = perExecutor(messages);
+        recording = recorder().submit(() -> {
+            recording(batchId);
+            record(done);
+            committed = tokens; // durable as committed: the tasks' producers may go on
+            LOG.info("{}: batch {} committed, records per executor {}", prefix, batchId, perExecutor);
+            return null;
+        });
     }
 
     /** Records per executor id of a batch's commit messages. */
@@ -234,6 +302,12 @@ public class LedgerCommitter implements EosCommitter {
     protected void decided(long batchId, List<TxnCommit> decision) {
     }
 
+    /** Called by the recorder thread after the batch's commits, before its "committed" record (tests hook in here). */
+    protected void recording(long batchId) {
+    }
+
+    /** Commit every transaction of the decision (in parallel); records "aborted" and throws when the
+     * broker had aborted all of them, throws when it aborted some. The caller records "committed". */
     private void commitAll(long batchId, String fingerprint, List<TxnCommit> decision) {
         committed = Map.of();
         List<String> fenced = new ArrayList<>();
@@ -259,7 +333,6 @@ public class LedgerCommitter implements EosCommitter {
             throw new KafkaException("batch " + batchId + " partly committed: the broker aborted transactions "
                     + fenced + " (transaction.timeout.ms passed before the commit); their records are lost");
         }
-        record(entry(batchId, fingerprint, "committed", decision));
     }
 
     /** Transactional id -> token of each task's transaction of a batch, those that wrote and those
@@ -324,6 +397,11 @@ public class LedgerCommitter implements EosCommitter {
 
     @Override
     public void abort(long batchId, TxnCommit[] messages) {
+        try {
+            settled();
+        } catch (RuntimeException e) { // failed already: the next committer rolls the last decision forward
+            LOG.info("{}: abort of batch {}: {}", prefix, batchId, e.toString());
+        }
         if ("decided".equals(text(state, "state")) && state.path("batch").asLong(-1) == batchId) {
             return; // decided: rolled forward by the next batch or run, never aborted
         }
@@ -338,6 +416,19 @@ public class LedgerCommitter implements EosCommitter {
                 LOG.info("{}: abort {}: {}", prefix, m.transactionalId, e.toString());
             }
         }
+    }
+
+    /** The thread that writes "committed" records (one: the ledger producer's transactions are
+     * sequential). */
+    private synchronized ExecutorService recorder() {
+        if (recorder == null) {
+            recorder = Executors.newSingleThreadExecutor(r -> {
+                Thread t = new Thread(r, "streamlets-kafka-eos ledger " + prefix);
+                t.setDaemon(true);
+                return t;
+            });
+        }
+        return recorder;
     }
 
     private synchronized ExecutorService pool() {
