@@ -165,8 +165,27 @@ def _consumer(bootstrap: str, topic: str, partitions: int, expected: int, start_
 
 # --- the Spark variants --------------------------------------------------------------------------
 
+PHASES = ("triggerExecution", "latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
+
+
+def batch_phases(queries) -> dict[str, float]:
+    """Median ms per micro-batch of each of Spark's durations (StreamingQueryProgress.durationMs)
+    over the active queries' recent batches that read records, and their count: where a batch's
+    time goes, printed with each variant."""
+    import statistics
+
+    runs = [p for q in queries for p in q.recentProgress if p.numInputRows]
+    out: dict[str, float] = {"batches": len(runs)}
+    for phase in PHASES:
+        values = [p.durationMs[phase] for p in runs if phase in (p.durationMs or {})]
+        if values:
+            out[phase] = statistics.median(values)
+    return out
+
+
 def start_spark_variant(spark, name: str, bootstrap: str, topics: list[str], checkpoint: str, interval: str):
-    """Start the variant's queries, one per hop (topics[i] -> topics[i + 1]); returns a stop() callable."""
+    """Start the variant's queries, one per hop (topics[i] -> topics[i + 1]); returns a stop()
+    callable and one that lists the queries."""
     from streamlets.runtime import progress_tracking
     from streamlets.trigger import Trigger
 
@@ -187,7 +206,7 @@ def start_spark_variant(spark, name: str, bootstrap: str, topics: list[str], che
             elif name.endswith("async"):
                 writer = progress_tracking.apply(writer)
             queries.append(writer.start())
-        return lambda: [q.stop() for q in queries]
+        return (lambda: [q.stop() for q in queries]), (lambda: queries)
     from streamlets.runtime.runconfig import StreamletRunConfig
     from streamlets.runtime.runner import StreamletRuntime
     from streamlets.runtime.transport import KafkaTransport
@@ -203,7 +222,7 @@ def start_spark_variant(spark, name: str, bootstrap: str, topics: list[str], che
                                  delivery="at-least-once" if name.endswith(("alo", "async")) else "exactly-once",
                                  progress_tracking="async" if name.endswith("async") else "sync")
         rt.start_class(cls, run)
-    return lambda: rt.stop(timeout=30)
+    return (lambda: rt.stop(timeout=30)), rt.queries
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -346,20 +365,26 @@ def main(argv: list[str] | None = None) -> int:
                     tag = f"{name}.{hops}.{rate}.{uuid.uuid4().hex[:6]}"
                     topics = chain_topics(tag, hops)
                     create_topics(bootstrap, [(t, args.partitions, {}) for t in topics])
+                    queries = None
                     if name == "quix":
                         stop = start_quix(bootstrap, topics)
                     else:
-                        stop = start_spark_variant(spark, name, bootstrap, topics, str(tmp / "cp" / tag),
-                                                   args.checkpoint_interval)
+                        stop, queries = start_spark_variant(spark, name, bootstrap, topics, str(tmp / "cp" / tag),
+                                                            args.checkpoint_interval)
                     try:
                         warm_up(bootstrap, topics[0], topics[-1], args.partitions)
                         r = measure(bootstrap, topics[0], topics[-1], args.partitions, rate, args.seconds, 0)
+                        if queries is not None:
+                            r["phases"] = batch_phases(queries())
                     finally:
                         stop()
                     r.update(variant=name, rate=rate, hops=hops)
                     results.append(r)
                     print(f"  {hops} hop(s) {rate:>6}/s {name:<18} p50 {r['p50']:8.1f} ms  p90 {r['p90']:8.1f}  "
                           f"p99 {r['p99']:8.1f}  p99.9 {r['p99.9']:8.1f}  max {r['max']:8.1f}  ({r['received']}/{r['sent']} received)", flush=True)
+                    if r.get("phases"):
+                        print("      median ms per batch: " + ", ".join(f"{k} {v:g}" for k, v in r["phases"].items()),
+                              flush=True)
                     print("      worst seconds: " + ", ".join(f"s{w['second']} max {w['max_ms']:.0f} ms "
                                                           f"({w['over_50ms']}/{w['records']} over 50 ms)"
                                                           for w in r["worst_seconds"]), flush=True)

@@ -263,11 +263,16 @@ def test_executors_write_each_task_in_its_transaction_and_the_driver_commits(kaf
     assert visible(bootstrap, topic, 3) == sorted(a + b + c + d + e)
 
 
+TIMEOUT = "kafka.transaction.timeout.ms=8000"  # the sink's option: the tasks' and driver's producers
+
+
 def test_a_batch_the_broker_aborted_is_written_again_and_a_failed_task_attempt_is_aborted(kafka_broker, job_jars,
                                                                                           tmp_path):
     """The driver's commit comes after transaction.timeout.ms: the broker aborted every task's
-    transaction, the batch fails and is written again on restart (not skipped); each run's first
-    attempt of one task fails after sending rows, its retry fences it (initTransactions)."""
+    transaction, the batch fails and is written again on restart (not skipped). The replay's
+    commit comes within the margin of the timeout: refused before any decision, aborted, written
+    again by the next run. Each run's first attempt of one task fails after sending rows, its
+    retry fences it (initTransactions)."""
     bootstrap = kafka_broker.bootstrap_servers
     (topic,) = topics(kafka_broker, "eos-timeout", partitions=3)
     gate = tmp_path / "gate"
@@ -278,7 +283,7 @@ def test_a_batch_the_broker_aborted_is_written_again_and_a_failed_task_attempt_i
     (gate / "fail-task").touch()
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.txt").write_bytes(b"\n".join(a) + b"\n")
-    job = start_job(job_jars, tmp_path, bootstrap, topic, prefix, "kafka.transaction.timeout.ms=5000")
+    job = start_job(job_jars, tmp_path, bootstrap, topic, prefix, TIMEOUT)
     try:
         wait_for(gate / "0.decided", job)
         assert (gate / "task-failed").exists()
@@ -294,6 +299,29 @@ def test_a_batch_the_broker_aborted_is_written_again_and_a_failed_task_attempt_i
         assert job.wait(240) != 0  # the commit is fenced: the batch fails
         assert (ledger(bootstrap, prefix)["batch"], ledger(bootstrap, prefix)["state"]) == (0, "aborted")
         assert "aborted all its transactions" in (tmp_path / "job.log").read_text()
+    finally:
+        if job.poll() is None:
+            job.kill()
+
+    # The replay reaches its commit within the margin of the timeout (held before deciding): the
+    # driver does not decide it (the broker could abort some of its transactions and not others),
+    # Spark aborts them all and the batch fails: nothing visible, nothing held back
+    for name in ("task-failed", "0.committing"):
+        (gate / name).unlink()
+    (gate / "hold-before-0").touch()
+    job = start_job(job_jars, tmp_path, bootstrap, topic, prefix, TIMEOUT)
+    try:
+        wait_for(gate / "0.committing", job)
+        time.sleep(8)  # the tasks began more than 8000 - 800 ms (commitMarginMs) ago
+        (gate / "hold-before-0").unlink()
+        assert job.wait(240) != 0
+        assert "batch 0 is not committed: its tasks began" in (tmp_path / "job.log").read_text()
+        assert (ledger(bootstrap, prefix)["batch"], ledger(bootstrap, prefix)["state"]) == (0, "aborted")
+        deadline = time.monotonic() + 30
+        while held_back(bootstrap, topic):
+            assert time.monotonic() < deadline, "the refused batch's transactions were not aborted"
+            time.sleep(0.5)
+        assert visible(bootstrap, topic, 3) == []
     finally:
         if job.poll() is None:
             job.kill()

@@ -14,7 +14,9 @@ import streamlets.kafka.eos.TxnCommit;
  * <gate>/<batch>.decided (the tasks' commit messages, one per line), then halts the driver JVM
  * if <gate>/crash-<batch> exists (a crash between decision and commit), else waits while
  * <gate>/hold-<batch> exists. With <gate>/crash-recording-<batch>, it halts the driver JVM after
- * the batch's commits and Spark's commit log, before the ledger's "committed" record.
+ * the batch's commits and Spark's commit log, before the ledger's "committed" record. Entering a
+ * batch's commit it writes <gate>/<batch>.committing, then waits while <gate>/hold-before-<batch>
+ * exists (the tasks' transactions open, undecided).
  */
 public class GatedCommitter extends LedgerCommitter {
     private Path gate;
@@ -45,6 +47,14 @@ public class GatedCommitter extends LedgerCommitter {
     public void commit(long batchId, TxnCommit[] messages) {
         if (Files.exists(gate.resolve("crash-before-" + batchId))) {
             Runtime.getRuntime().halt(3);
+        }
+        try {
+            Files.writeString(gate.resolve(batchId + ".committing"), "");
+            while (Files.exists(gate.resolve("hold-before-" + batchId))) {
+                Thread.sleep(100);
+            }
+        } catch (Exception e) {
+            throw new RuntimeException(e);
         }
         super.commit(batchId, messages);
     }

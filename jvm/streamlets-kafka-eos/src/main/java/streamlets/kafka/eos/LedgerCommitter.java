@@ -90,6 +90,9 @@ public class LedgerCommitter implements EosCommitter {
     /** How long close() waits for a "committed" record being written (then the next run rolls the
      * decision forward). */
     static final Duration CLOSE_WAIT = Duration.ofSeconds(10);
+    /** System.nanoTime() when the last batch's tasks were about to start (beforeTasks): every
+     * transaction of its tasks began after it. */
+    private volatile long tasksStarted;
 
     @Override
     public void open(Map<String, String> options) {
@@ -237,6 +240,7 @@ public class LedgerCommitter implements EosCommitter {
             settled(); // the last batch's tokens are handed to the tasks only once its record is durable
             return null;
         });
+        tasksStarted = System.nanoTime();
         if (numPartitions > state.path("ids").asInt(0)) {
             ObjectNode next = state.deepCopy();
             next.put("ids", numPartitions);
@@ -267,6 +271,7 @@ public class LedgerCommitter implements EosCommitter {
             committed = tokens(messages); // no task wrote: nothing to decide or commit
             return;
         }
+        refuseNearTimeout(batchId);
         String fingerprint = fingerprint(batchId);
         record(entry(batchId, fingerprint, "decided", decision)); // the decision, durable first
         decided(batchId, decision);
@@ -285,6 +290,33 @@ public class LedgerCommitter implements EosCommitter {
             LOG.info("{}: batch {} committed, records per executor {}", prefix, batchId, perExecutor);
             return null;
         });
+    }
+
+    /** How close to transaction.timeout.ms (ms) a batch may come before its commit: its smaller
+     * part, up to a minute (90 s of the sink's default 900 s would be 60). */
+    static long commitMarginMs(long timeoutMs) {
+        return Math.min(60_000L, timeoutMs / 10);
+    }
+
+    /** The batch's transactions began after its tasks started (beforeTasks): when that is longer
+     * ago than transaction.timeout.ms less commitMarginMs, the broker could abort some of them while
+     * the others are committed, and their records would be lost. So the batch is not decided: this
+     * throws, Spark's abort() aborts its transactions, the batch fails, and its replay writes it
+     * again. */
+    private void refuseNearTimeout(long batchId) {
+        long started = tasksStarted;
+        if (started == 0) {
+            return;
+        }
+        long timeout = Long.parseLong(producerConfig.getProperty("transaction.timeout.ms", "60000"));
+        long elapsed = (System.nanoTime() - started) / 1_000_000;
+        if (elapsed > timeout - commitMarginMs(timeout)) {
+            throw new KafkaException("batch " + batchId + " is not committed: its tasks began " + elapsed
+                    + " ms ago, within " + commitMarginMs(timeout) + " ms of transaction.timeout.ms (" + timeout
+                    + " ms), when the broker may abort some of its transactions and not others; they are aborted "
+                    + "and the batch is written again. Raise kafka.transaction.timeout.ms (up to the broker's "
+                    + "transaction.max.timeout.ms) or make batches smaller (maxOffsetsPerTrigger)");
+        }
     }
 
     /** Records per executor id of a batch's commit messages. */
