@@ -30,7 +30,7 @@ public class GatedCommitter extends LedgerCommitter {
     }
 
     @Override
-    protected void recording(long batchId) {
+    protected void beforeCommittedRecord(long batchId) {
         if (Files.exists(gate.resolve("crash-recording-" + batchId))) {
             try {
                 while (!Files.exists(checkpoint.resolve("commits").resolve(Long.toString(batchId)))) {

@@ -284,7 +284,7 @@ public class LedgerCommitter implements EosCommitter {
         Map<String, String> tokens = tokens(messages);
         Map<String, Long> perExecutor = perExecutor(messages);
         recording = recorder().submit(() -> {
-            recording(batchId);
+            beforeCommittedRecord(batchId);
             record(done);
             committed = tokens; // durable as committed: the tasks' producers may go on
             LOG.info("{}: batch {} committed, records per executor {}", prefix, batchId, perExecutor);
@@ -335,7 +335,7 @@ public class LedgerCommitter implements EosCommitter {
     }
 
     /** Called by the recorder thread after the batch's commits, before its "committed" record (tests hook in here). */
-    protected void recording(long batchId) {
+    protected void beforeCommittedRecord(long batchId) {
     }
 
     /** Commit every transaction of the decision (in parallel); records "aborted" and throws when the
