@@ -139,10 +139,16 @@ def ledger(bootstrap: str, prefix: str) -> dict:
     return ledger_state(KafkaConnection(bootstrap_servers=bootstrap), APP, prefix)
 
 
+def ledger_at(bootstrap: str, prefix: str) -> tuple[int | None, str]:
+    """(batch, state) of the outlet query's last ledger record, read once."""
+    last = ledger(bootstrap, prefix)
+    return last.get("batch"), last["state"]
+
+
 def wait_for_ledger(bootstrap: str, prefix: str, batch: int, state: str, job: subprocess.Popen,
                     seconds: float = 240) -> None:
     deadline = time.monotonic() + seconds
-    while (lambda e: (e.get("batch"), e["state"]))(ledger(bootstrap, prefix)) != (batch, state):
+    while ledger_at(bootstrap, prefix) != (batch, state):
         assert job.poll() is None, f"the job exited ({job.returncode}) before batch {batch} was {state}"
         assert time.monotonic() < deadline, f"batch {batch} not {state} after {seconds} s"
         time.sleep(0.5)
@@ -207,7 +213,7 @@ def test_executors_write_each_task_in_its_transaction_and_the_driver_commits(kaf
 
         (source / "b.txt").write_bytes(b"\n".join(b) + b"\n")  # batch 1: the driver dies after its decision
         assert job.wait(240) != 0
-        assert (gate / "1.decided").exists() and (ledger(bootstrap, prefix)["batch"], ledger(bootstrap, prefix)["state"]) == (1, "decided")
+        assert (gate / "1.decided").exists() and ledger_at(bootstrap, prefix) == (1, "decided")
         # batch 1's tasks went on with the producers batch 0's tasks kept (TaskProducers): the same
         # producer id and epoch per transactional id (no initTransactions), a new transaction each
         producers = {b: {t[2]: (t[3], t[4], t[7]) for t in (line.split() for line in (gate / f"{b}.decided").read_text().splitlines())}
@@ -250,7 +256,7 @@ def test_executors_write_each_task_in_its_transaction_and_the_driver_commits(kaf
     try:
         assert job.wait(240) != 0
         assert (checkpoint / "commits" / "3").exists()
-        assert (lambda s: (s["batch"], s["state"]))(ledger(bootstrap, prefix)) == (3, "decided")
+        assert ledger_at(bootstrap, prefix) == (3, "decided")
         assert visible(bootstrap, topic, 3) == sorted(a + b + c + d) and held_back(bootstrap, topic) == {}
     finally:
         if job.poll() is None:
@@ -297,7 +303,7 @@ def test_a_batch_the_broker_aborted_is_written_again_and_a_failed_task_attempt_i
         assert visible(bootstrap, topic, 3) == []
         (gate / "hold-0").unlink()
         assert job.wait(240) != 0  # the commit is fenced: the batch fails
-        assert (ledger(bootstrap, prefix)["batch"], ledger(bootstrap, prefix)["state"]) == (0, "aborted")
+        assert ledger_at(bootstrap, prefix) == (0, "aborted")
         assert "aborted all its transactions" in (tmp_path / "job.log").read_text()
     finally:
         if job.poll() is None:
@@ -316,7 +322,7 @@ def test_a_batch_the_broker_aborted_is_written_again_and_a_failed_task_attempt_i
         (gate / "hold-before-0").unlink()
         assert job.wait(240) != 0
         assert "batch 0 is not committed: its tasks began" in (tmp_path / "job.log").read_text()
-        assert (ledger(bootstrap, prefix)["batch"], ledger(bootstrap, prefix)["state"]) == (0, "aborted")
+        assert ledger_at(bootstrap, prefix) == (0, "aborted")
         deadline = time.monotonic() + 30
         while held_back(bootstrap, topic):
             assert time.monotonic() < deadline, "the refused batch's transactions were not aborted"
