@@ -62,7 +62,7 @@ from streamlets.settings import ASYNC, AT_LEAST_ONCE, SETTINGS, parse_progress_t
 from .errors import BlueprintLoadError
 from .nodes import compose
 from .problems import Problem, make_problem
-from .scopes import (BOOTSTRAP_SERVERS, EMBEDDED_BROKER, EMBEDDED_BROKER_SECURITY, KAFKA, KAFKA_SECURITY,
+from .scopes import (AUTOSCALING, BOOTSTRAP_SERVERS, EMBEDDED_BROKER, EMBEDDED_BROKER_SECURITY, KAFKA, KAFKA_SECURITY,
                      CONFIG_PARAMETERS, DELIVERY, KUBERNETES, ON_FAILURE, PROGRESS_TRACKING, STREAMLET_SETTINGS, TRIGGER,
                      POD_KEYS, POD_METADATA, POD_ROLES, RUNTIME_SECTIONS,
                      RUNTIMES, SCHEMA_REGISTRY, SPARK, STORAGE, STREAMLET_SECTIONS, STREAMLETS, TOP_LEVEL, TOPIC_SETTINGS, TOPICS,
@@ -163,6 +163,7 @@ def check_config(r: Resolved, entries: list[Entry]) -> list[Problem]:
     scopes = [parse_scope(e.parts) for e in entries]
     given = {(s.owner, s.item) for s in scopes if s.is_streamlet(CONFIG_PARAMETERS)}
     problems += check_real_time(r, entries)
+    problems += check_autoscaling(r, entries)
     problems += check_progress_tracking(r, entries)
     problems += check_kafka_security(entries)
     problems += check_schema_registry(entries)
@@ -518,6 +519,36 @@ def check_real_time(r: Resolved, entries: list[Entry]) -> list[Problem]:
     return problems
 
 
+def autoscaling_values(entries: Iterable[Entry]) -> dict[str, dict[str, Entry]]:
+    """streamlets.<name>.autoscaling.<key> entries by streamlet and key (a later entry wins)."""
+    out: dict[str, dict[str, Entry]] = {}
+    for e in entries:
+        scope = parse_scope(e.parts)
+        if scope.is_streamlet(AUTOSCALING):
+            out.setdefault(str(scope.owner), {})[scope.item] = e
+    return out
+
+
+def check_autoscaling(r: Resolved, entries: list[Entry]) -> list[Problem]:
+    """Each streamlet's autoscaling settings, together (streamlets.autoscale.Autoscaling.from_config):
+    an unknown key, a value of the wrong form or out of range, a maximum below the minimum. The
+    problem points at the entry the message names, else the streamlet's last one."""
+    from streamlets.autoscale import Autoscaling, AutoscaleSettingsError
+
+    problems = []
+    for name, given in autoscaling_values(entries).items():
+        if name not in r.blueprint.streamlets:
+            continue  # reported as unknown-config-key
+        try:
+            Autoscaling.from_config({k: e.value for k, e in given.items()})
+        except AutoscaleSettingsError as err:
+            named = str(err).split(":", 1)[0].split(" ", 1)[0].removeprefix(f"{AUTOSCALING}.")
+            e = given.get(named) or list(given.values())[-1]
+            problems.append(make_problem("invalid-config-value", f"streamlets.{name}.{err}", e.source, e.line, e.column,
+                                         "the README's Autoscaling lists each setting and its range"))
+    return problems
+
+
 def check_progress_tracking(r: Resolved, entries: list[Entry]) -> list[Problem]:
     """Where asynchronous progress tracking (streamlets.<name>.progress-tracking = async) cannot
     run, as far as declarations and config tell (streamlets.runtime.progress_tracking): exactly-once
@@ -595,6 +626,8 @@ def _check_streamlet_entry(r: Resolved, e: Entry, problem) -> list[Problem]:
         return _check_spark_key(rest, e.value, problem)
     if section == KUBERNETES:
         return _check_kubernetes(scope.rest, e.value, problem)
+    if section == AUTOSCALING:
+        return []  # check_autoscaling: the settings of a streamlet are checked together
     cls = r.classes.get(name)
     if cls is None:
         return []  # its class did not load: reported by the verifier

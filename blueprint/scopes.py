@@ -7,6 +7,7 @@ streamlets configure`; each decides what it accepts, this module only says what 
     streamlets.<name>.volume-mounts.<mount>        a declared mount
     streamlets.<name>.spark.<spark.* key>          Spark settings of that streamlet
     streamlets.<name>.kubernetes.<role>.<key>      pod settings (role driver|executor, or labels|annotations)
+    streamlets.<name>.autoscaling.<key>            its autoscaling (streamlets.autoscale: mode and KNOBS)
     streamlets.<name>.<setting>                    a single setting of that streamlet (streamlets.settings:
                                                    on-failure, delivery, trigger, progress-tracking)
     runtimes.spark.config.<spark.* key>            every Spark streamlet
@@ -27,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from streamlets import autoscale as _autoscale
 from streamlets import schema_registry as _schema_registry
 from streamlets import settings as _settings
 from streamlets.runtime import object_store as _object_store
@@ -38,7 +40,8 @@ SCHEMA_REGISTRY = _schema_registry.SCOPE  # schema-registry.<key>: streamlets.sc
 TOP_LEVEL = (STREAMLETS, RUNTIMES, TOPICS, KAFKA, STORAGE, SCHEMA_REGISTRY)
 DEPLOY_ONLY_TOP_LEVEL = (RUNTIMES, TOPICS, KAFKA)  # the sandbox reads runtimes.spark.config only
 CONFIG_PARAMETERS, VOLUME_MOUNTS, SPARK, KUBERNETES = "config-parameters", "volume-mounts", "spark", "kubernetes"
-STREAMLET_SECTIONS = (CONFIG_PARAMETERS, VOLUME_MOUNTS, SPARK, KUBERNETES)
+AUTOSCALING = _autoscale.SECTION  # streamlets.<name>.autoscaling.<key>: streamlets.autoscale (mode and KNOBS)
+STREAMLET_SECTIONS = (CONFIG_PARAMETERS, VOLUME_MOUNTS, SPARK, KUBERNETES, AUTOSCALING)
 # Single settings of a streamlet, `streamlets.<name>.<setting> = value` (no item): the keys of
 # streamlets.settings.SETTINGS (on-failure, delivery, trigger, progress-tracking), each declared there.
 # The keys the config check acts on itself (at-least-once edges, Real-Time Mode, async progress):

@@ -66,10 +66,10 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from itertools import pairwise
-from typing import Literal
+from typing import Any, Literal
 
 from .errors import ConfigError
 
@@ -80,45 +80,48 @@ class AutoscaleSettingsError(ConfigError, ValueError):
     """An autoscaling setting out of its range (the message names the setting and the range)."""
 
 
+def _knob(default: object, doc: str, flink: str, *, seconds: bool = False) -> Any:
+    """A setting of AutoscaleSettings: its default, what it means, the Flink option it follows
+    (`job.autoscaler.<flink>`), and whether it is a duration in seconds."""
+    return field(default=default, metadata={"doc": doc, "flink": flink, "seconds": seconds})
+
+
 @dataclass(frozen=True)
 class AutoscaleSettings:
-    """One streamlet's autoscaling settings. Durations are seconds; Flink's option names
-    (`job.autoscaler.*`) and defaults are given for each. Raises AutoscaleSettingsError on a value
-    out of range."""
+    """One streamlet's autoscaling settings: the one home of their names, defaults, meanings and
+    Flink counterparts (each field's metadata; `KNOBS` reads them for the config keys, the resource
+    fields and the README). Durations are seconds. Raises AutoscaleSettingsError on a value out of
+    range."""
 
-    min_executors: int = 1
-    """Fewest executors (Flink `vertex.min-parallelism`, 1)."""
-    max_executors: int | None = None
-    """Most executors; None: only the partition cap bounds it (Flink `vertex.max-parallelism`, 200)."""
-    target_utilization: float = 0.7
-    """Share of its capacity a streamlet should be busy after a change (Flink `utilization.target`, 0.7)."""
-    utilization_min: float = 0.4
-    """Below this utilization it scales down (Flink `utilization.min`, default target - 0.3 from
-    the deprecated `target.utilization.boundary`)."""
-    utilization_max: float = 1.0
-    """Above this utilization it scales up (Flink `utilization.max`, default target + 0.3 capped at 1)."""
-    catch_up_duration: float = 30 * 60.0
-    """Time a change should give to drain the lag; 0 leaves lag out (Flink `catch-up.duration`, 30 min)."""
-    restart_time: float = 5 * 60.0
-    """Expected pause of processing while a change is applied (Flink `restart.time`, 5 min)."""
-    metrics_window: float = 15 * 60.0
-    """Span the rates are averaged over (Flink `metrics.window`, 15 min)."""
-    stabilization_interval: float = 5 * 60.0
-    """After a change or a start, no decision and no sample used (Flink `stabilization.interval`, 5 min)."""
-    scale_down_interval: float = 60 * 60.0
-    """A scale-down must be asked for this long before it is made; 0 makes it at once (Flink
-    `scale-down.interval`, 1 h)."""
-    backlog_lag_threshold: float = 5 * 60.0
-    """Lag, in seconds of input, above which nothing scales down (Flink
-    `backlog-processing.lag-threshold`, 5 min)."""
-    max_scale_up_factor: float = 100_000.0
-    """A step multiplies the executors by at most 1 + this (Flink `scale-up.max-factor`, 100000)."""
-    max_scale_down_factor: float = 0.6
-    """A step removes at most this share of the executors (Flink `scale-down.max-factor`, 0.6)."""
+    min_executors: int = _knob(1, "fewest executors", "vertex.min-parallelism")
+    max_executors: int | None = _knob(None, "most executors; unset: only the partition cap bounds it",
+                                      "vertex.max-parallelism")
+    target_utilization: float = _knob(0.7, "share of its capacity a streamlet should be busy after a change",
+                                      "utilization.target")
+    utilization_min: float = _knob(0.4, "below this utilization it scales down",
+                                   "utilization.min")
+    utilization_max: float = _knob(1.0, "above this utilization it scales up",
+                                   "utilization.max")
+    catch_up_duration: float = _knob(30 * 60.0, "time a change should give to drain the lag; 0 leaves lag out",
+                                     "catch-up.duration", seconds=True)
+    restart_time: float = _knob(5 * 60.0, "expected pause of processing while a change is applied",
+                                "restart.time", seconds=True)
+    metrics_window: float = _knob(15 * 60.0, "span the rates are averaged over", "metrics.window", seconds=True)
+    stabilization_interval: float = _knob(5 * 60.0, "after a change or a start, no decision and no sample used",
+                                          "stabilization.interval", seconds=True)
+    scale_down_interval: float = _knob(60 * 60.0, "a scale-down must be asked for this long before it is made; "
+                                       "0 makes it at once", "scale-down.interval", seconds=True)
+    backlog_lag_threshold: float = _knob(5 * 60.0, "lag, in seconds of input, above which nothing scales down",
+                                         "backlog-processing.lag-threshold", seconds=True)
+    max_scale_up_factor: float = _knob(100_000.0, "a step multiplies the executors by at most 1 + this",
+                                       "scale-up.max-factor")
+    max_scale_down_factor: float = _knob(0.6, "a step removes at most this share of the executors",
+                                         "scale-down.max-factor")
 
     def __post_init__(self) -> None:
         def bad(name: str, rule: str) -> AutoscaleSettingsError:
-            return AutoscaleSettingsError(f"autoscaling setting {name}={getattr(self, name)!r}: {rule}")
+            key = name.replace("_", "-")  # the config key (KNOBS)
+            return AutoscaleSettingsError(f"autoscaling.{key} = {getattr(self, name)!r}: {rule.replace('_', '-')}")
 
         if self.min_executors < 1:
             raise bad("min_executors", "must be 1 or more")
@@ -138,6 +141,120 @@ class AutoscaleSettings:
             raise bad("metrics_window", "must be positive")
         if not 0 <= self.max_scale_down_factor < 1:
             raise bad("max_scale_down_factor", "must be in [0, 1)")
+
+
+Mode = Literal["off", "passive", "active"]
+MODES: tuple[Mode, ...] = ("off", "passive", "active")
+"""off: nothing evaluated (the default); passive: decisions reported, never applied (Flink
+`job.autoscaler.scaling.enabled` false); active: decisions applied."""
+SECTION = "autoscaling"  # the config section: streamlets.<name>.autoscaling.<key>
+MODE_KEY = "mode"
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One autoscaling setting as the config and the resource carry it (from AutoscaleSettings'
+    field metadata): `key` in the config (kebab case: `catch-up-duration`), `field` of
+    AutoscaleSettings, `resource` field of spec.streamlets[].autoscaling (snake case here, camelCase
+    in the resource; durations end in `_seconds`), `kind` int or float, `seconds` a duration (the
+    config takes "5 minutes", a bare number being milliseconds as everywhere in the config; the
+    resource takes seconds), `default`, `doc`, `flink` (the `job.autoscaler.` option it follows)."""
+
+    key: str
+    field: str
+    resource: str
+    kind: type
+    seconds: bool
+    default: Any
+    doc: str
+    flink: str
+
+    def parse(self, value: Any) -> int | float | None:
+        """A config value as the setting's (seconds for a duration); raises AutoscaleSettingsError
+        naming the key and the forms accepted."""
+        from .params import parse_duration
+
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null")):
+            if self.default is None:
+                return None
+            raise AutoscaleSettingsError(f"autoscaling.{self.key}: a value is needed")
+        try:
+            if isinstance(value, bool):
+                raise ValueError(value)
+            if self.seconds:
+                return parse_duration(value).total_seconds()
+            number = float(str(value).strip())
+            if self.kind is int:
+                if not number.is_integer():
+                    raise ValueError(value)
+                return int(number)
+            return number
+        except ValueError:
+            what = ("a duration (examples: 90s, 5 minutes, 1h)" if self.seconds else
+                    "a whole number" if self.kind is int else "a number")
+            raise AutoscaleSettingsError(f"autoscaling.{self.key}: {value!r} is not {what}") from None
+
+
+def _knobs() -> tuple[Knob, ...]:
+    out = []
+    for f in fields(AutoscaleSettings):
+        meta = f.metadata
+        kind = int if f.name.endswith("_executors") else float
+        out.append(Knob(f.name.replace("_", "-"), f.name, f.name + ("_seconds" if meta["seconds"] else ""), kind,
+                        meta["seconds"], f.default, meta["doc"], meta["flink"]))
+    return tuple(out)
+
+
+KNOBS: dict[str, Knob] = {k.key: k for k in _knobs()}
+"""The settings of streamlets.<name>.autoscaling, by config key (besides `mode`)."""
+
+
+@dataclass(frozen=True)
+class Autoscaling:
+    """A streamlet's autoscaling: its `mode` (MODES) and `settings`. Built from the config
+    (`from_config`) or the resource (`from_resource`); `resource()` is what the resource carries."""
+
+    mode: Mode = "off"
+    settings: AutoscaleSettings = field(default_factory=AutoscaleSettings)
+
+    @classmethod
+    def from_config(cls, values: dict[str, Any]) -> "Autoscaling":
+        """From the entries of streamlets.<name>.autoscaling (config key -> value). Raises
+        AutoscaleSettingsError naming the key: an unknown key, a value of the wrong form, a value
+        out of range."""
+        return cls().updated(values)
+
+    def updated(self, values: dict[str, Any]) -> "Autoscaling":
+        """A copy with config entries (config key -> value) applied over these settings; raises
+        AutoscaleSettingsError as from_config."""
+        mode = str(values.get(MODE_KEY, self.mode)).strip().lower()
+        if mode not in MODES:
+            raise AutoscaleSettingsError(f"autoscaling.mode: {values.get(MODE_KEY)!r} is not one of {', '.join(MODES)}")
+        unknown = sorted(set(values) - set(KNOBS) - {MODE_KEY})
+        if unknown:
+            raise AutoscaleSettingsError(f"autoscaling.{unknown[0]}: no such setting (settings: "
+                                         f"{', '.join((MODE_KEY, *KNOBS))})")
+        parsed = {KNOBS[k].field: KNOBS[k].parse(v) for k, v in values.items() if k != MODE_KEY}
+        return Autoscaling(mode, replace(self.settings, **parsed))  # type: ignore[arg-type]
+
+    @classmethod
+    def from_resource(cls, values: dict[str, Any]) -> "Autoscaling":
+        """From spec.streamlets[].autoscaling as the typed spec holds it (snake case, unset fields
+        absent or None). Raises AutoscaleSettingsError for a value out of range."""
+        mode = values.get("mode") or "off"
+        if mode not in MODES:
+            raise AutoscaleSettingsError(f"autoscaling.mode: {mode!r} is not one of {', '.join(MODES)}")
+        given = {k.field: values[k.resource] for k in KNOBS.values() if values.get(k.resource) is not None}
+        return cls(mode, AutoscaleSettings(**given))
+
+    def resource(self) -> dict[str, Any]:
+        """The resource's fields (snake case), the mode and every setting that is not its default."""
+        out: dict[str, Any] = {"mode": self.mode}
+        for k in KNOBS.values():
+            value = getattr(self.settings, k.field)
+            if value != k.default:
+                out[k.resource] = value
+        return out
 
 
 @dataclass(frozen=True)
@@ -460,6 +577,7 @@ class Autoscaler:
         return decision
 
 
-__all__ = ["AutoscaleSettings", "AutoscaleSettingsError", "Autoscaler", "AutoscalerState", "Decision",
+__all__ = ["KNOBS", "MODES", "AutoscaleSettings", "AutoscaleSettingsError", "Autoscaler", "Autoscaling",
+           "AutoscalerState", "Decision", "Knob", "Mode",
            "Evaluation", "Hold", "MetricSample", "aligned_executors", "decide", "evaluate", "partition_cap",
            "target_rate"]

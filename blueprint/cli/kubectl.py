@@ -34,8 +34,9 @@ from rich.table import Table
 from ..deploy.build import render_application
 from ..deploy.cluster import ApplicationNotFound, Cluster
 from ..deploy.crd import GROUP
-from ..deploy.spec import ApplicationSpec, Scale, StreamletSpec
-from ..scopes import CONFIG_PARAMETERS, KUBERNETES, SPARK, parse_scope, spark_text
+from ..deploy.spec import ApplicationSpec, AutoscalingSpec, Scale, StreamletSpec
+from ..scopes import AUTOSCALING, CONFIG_PARAMETERS, KUBERNETES, SPARK, parse_scope, spark_text
+from streamlets.autoscale import AutoscaleSettingsError
 from .errors import EXIT_PROBLEMS, EXIT_SOUND, EXIT_USAGE, CliError, command_app, exit_with
 
 app = command_app(name="kubectl streamlets",
@@ -105,11 +106,24 @@ def list_(all_namespaces: bool = typer.Option(False, "--all-namespaces", "-A"), 
     _exit(run)
 
 
+def _autoscaler(auto: dict) -> str:
+    """A streamlet's autoscaler in a word or three: off; `active held: backlog`; `passive up 1->3`;
+    `active last 1 -> 3`; `active steady`."""
+    if not auto.get("mode") or auto["mode"] == "off":
+        return "off"
+    if auto.get("held"):
+        return f"{auto['mode']} held: {auto['held']}"
+    if auto.get("direction") in ("up", "down"):
+        return f"{auto['mode']} {auto['direction']} {auto.get('executors')}->{auto.get('targetExecutors')}"
+    return f"{auto['mode']} last {auto['lastScaled']}" if auto.get("lastScaled") else f"{auto['mode']} steady"
+
+
 @app.command()
 def status(app_name: str = typer.Argument(..., metavar="APP"), kubeconfig: str | None = KUBECONFIG,
            context: str | None = CONTEXT, namespace: str | None = NAMESPACE) -> None:
     """The application's phase and conditions, and a row per streamlet: its Spark application,
-    state, executors (running / asked), restarts."""
+    state, executors (running / asked: the autoscaler's target when it is on, else the spec's), restarts,
+    the autoscaler (off, or its mode and what holds it or what it last did)."""
     def run() -> int:
         cluster = Cluster(kubeconfig, context, namespace)
         item = cluster.get(app_name)
@@ -120,13 +134,23 @@ def status(app_name: str = typer.Argument(..., metavar="APP"), kubeconfig: str |
                       f"(observed {st.get('observedGeneration', '-')})")
         for c in st.get("conditions", []):
             console.print(f"  {c.get('type')}={c.get('status')} {c.get('reason', '')}: {c.get('message', '')}")
-        table = Table("STREAMLET", "SPARK APPLICATION", "STATE", "EXECUTORS", "RESTARTS", "CLASS", box=None, pad_edge=False)
+        table = Table("STREAMLET", "SPARK APPLICATION", "STATE", "EXECUTORS", "RESTARTS", "AUTOSCALER", "CLASS", box=None,
+                      pad_edge=False)
+        reasons = []
         for s in item["spec"].get("streamlets", []):
-            live = (st.get("streamlets") or {}).get(s["name"], {})
-            asked = s.get("scale", {}).get("executors", 1)
+            live = (st.get("streamlets") or {}).get(s["name"]) or {}
+            auto = live.get("autoscaling") or {}
+            asked = auto.get("targetExecutors") or s.get("scale", {}).get("executors", 1)
             table.add_row(s["name"], live.get("sparkApplication", "-"), live.get("state", "PENDING"),
-                          f"{live.get('executors', 0)}/{asked}", str(live.get("restarts", 0)), s.get("className", ""))
+                          f"{live.get('executors', 0)}/{asked}", str(live.get("restarts", 0)), _autoscaler(auto),
+                          s.get("className", ""))
+            if auto.get("reason"):
+                reasons.append(f"  {s['name']}: {auto['reason']}")
         console.print(table)
+        if reasons:
+            console.print("autoscaler:")
+            for line in reasons:
+                console.print(line)
         return EXIT_SOUND
     _exit(run)
 
@@ -194,9 +218,10 @@ def _configure(spec: ApplicationSpec, e, app_name: str) -> str:
 
     scope = parse_scope(e.parts)
     where = f"{e.source}:{e.line}: " if e.line else ""
-    if not scope.is_streamlet(CONFIG_PARAMETERS, SPARK, KUBERNETES):
+    if not scope.is_streamlet(CONFIG_PARAMETERS, SPARK, KUBERNETES, AUTOSCALING):
         raise Refused(f"{where}{e.key}: a running application takes streamlets.<name>.config-parameters.<key>, "
-                      "streamlets.<name>.spark.<key> or streamlets.<name>.kubernetes.executor.instances")
+                      "streamlets.<name>.spark.<key>, streamlets.<name>.kubernetes.executor.instances or "
+                      "streamlets.<name>.autoscaling.<key>")
     name = str(scope.owner)
     s = _streamlet(spec, name, app_name)
     rest = scope.item
@@ -211,6 +236,12 @@ def _configure(spec: ApplicationSpec, e, app_name: str) -> str:
             raise Refused(f"{where}{e.key}: {err}") from None
         value = e.value if isinstance(e.value, str) else json.dumps(e.value)
         s.config_parameters = {**(s.config_parameters or {}), rest: value}
+    elif scope.section == AUTOSCALING:
+        try:
+            updated = s.autoscaling_settings().updated({rest: e.value})
+        except AutoscaleSettingsError as err:
+            raise Refused(f"{where}streamlets.{name}.{err}") from None
+        s.autoscaling = AutoscalingSpec.model_validate(updated.resource())
     elif scope.section == SPARK:
         if not rest.startswith("spark."):
             raise Refused(f"{where}{e.key}: Spark settings start with spark.")

@@ -36,13 +36,14 @@ from typing import Any
 from ..configcheck import (Entry, check_config, check_kafka_security, check_schema_registry, deploy_kafka_security,
                            deploy_schema_registry)
 from .crd import API_VERSION, KIND
-from .spec import (KAFKA_SECRET_FILES, REGISTRY_SECRET_FILES, ApplicationSpec, KafkaSecuritySpec, KafkaSpec, PodResources,
+from .spec import (KAFKA_SECRET_FILES, REGISTRY_SECRET_FILES, ApplicationSpec, AutoscalingSpec, KafkaSecuritySpec, KafkaSpec, PodResources,
                    Scale, SchemaRegistrySpec, SecretKeyRef, StreamletSpec, TopicSpec)
 from ..model import Blueprint
 from ..problems import Problem, make_problem, report_order
+from streamlets.autoscale import Autoscaling
 from streamlets.settings import SETTINGS
 
-from ..scopes import (BOOTSTRAP_SERVERS, CONFIG_PARAMETERS, KAFKA, RUNTIMES, SPARK, STREAMLETS, TOPICS, VOLUME_MOUNTS, parse_scope,
+from ..scopes import (AUTOSCALING, BOOTSTRAP_SERVERS, CONFIG_PARAMETERS, KAFKA, RUNTIMES, SPARK, STREAMLETS, TOPICS, VOLUME_MOUNTS, parse_scope,
                       setting_value)
 from ..topics import dead_letter_topic, topic_bindings
 from ..verify import Resolved, check
@@ -223,6 +224,7 @@ class _Settings:
         self.topic_config: dict[str, dict[str, Any]] = {}
         self.bootstrap_servers: str | None = None
         self.settings: dict[str, dict[str, str]] = {}  # streamlets.<name>.<setting> (streamlets.settings), normal text
+        self.autoscaling: dict[str, dict[str, Any]] = {}  # streamlets.<name>.autoscaling.<key> (streamlets.autoscale)
         for e in entries:
             self._add(e)
 
@@ -239,6 +241,8 @@ class _Settings:
                 self.mounts.setdefault(name, {})[scope.item] = e
             elif section == SPARK:
                 self.spark.setdefault(name, {})[scope.item] = e.value
+            elif section == AUTOSCALING:
+                self.autoscaling.setdefault(name, {})[scope.item] = e.value
             else:
                 self.kube.setdefault(name, {})[scope.pod_setting()] = e.value
         elif scope.top == RUNTIMES:
@@ -289,6 +293,8 @@ def _streamlet(bp: Blueprint, r: Resolved, name: str, s: _Settings) -> Streamlet
         "writer_schemas": {inlet: schema_text(schema) for inlet, schema in writers.items()},
         "labels": {k: _text(v) for (kind, k), v in kube.items() if kind == "labels"},
         "annotations": {k: _text(v) for (kind, k), v in kube.items() if kind == "annotations"},
+        "autoscaling": (AutoscalingSpec.model_validate(Autoscaling.from_config(s.autoscaling[name]).resource())
+                        if name in s.autoscaling else None),
         # the single settings that are set (streamlets.settings): unset, the run config's default applies
         **s.settings.get(name, {}),
     }

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
 from pydantic.alias_generators import to_camel
 
+from streamlets.autoscale import KNOBS, Autoscaling, Knob
+from streamlets.autoscale import Mode as AutoscaleMode
 from streamlets.settings import SETTINGS, Setting
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -59,6 +61,27 @@ class Scale(SpecModel):
     executors: int = Field(default=1, ge=0, description="Spark executor instances")
 
 
+def _knob_field(knob: Knob) -> tuple[Any, Any]:
+    """A field of spec.streamlets[].autoscaling from its setting (streamlets.autoscale.KNOBS)."""
+    unit = " (seconds)" if knob.seconds else ""
+    default = "" if knob.default is None else f"; default {knob.default:g}"
+    doc = f"{knob.doc}{unit}{default} (streamlets.<name>.autoscaling.{knob.key}; Flink job.autoscaler.{knob.flink})"
+    return (int if knob.kind is int else float) | None, Field(default=None, ge=1 if knob.kind is int else 0,
+                                                               description=doc)
+
+
+if TYPE_CHECKING:
+    class AutoscalingSpec(SpecModel):
+        mode: AutoscaleMode
+else:  # a field per setting (streamlets.autoscale.KNOBS)
+    AutoscalingSpec = create_model(
+        "AutoscalingSpec", __base__=SpecModel, __module__=__name__,
+        mode=(AutoscaleMode, Field(default="off", description="off; passive: decisions reported, not applied; active")),
+        **{k.resource: _knob_field(k) for k in KNOBS.values()})
+    AutoscalingSpec.__doc__ = ("A streamlet's autoscaling (streamlets.autoscale): executors follow its lag and rates "
+                               "(the README's Autoscaling).")
+
+
 class _StreamletFields(SpecModel):
     name: str = Field(description="instance name in the blueprint (DNS label)", min_length=1, max_length=63,
                       pattern=DNS_LABEL)
@@ -73,6 +96,8 @@ class _StreamletFields(SpecModel):
                                          "another number, the driver repartitions them before it starts (after a "
                                          "restoreFrom), so that state follows a change of scale")
     scale: Scale = Field(default_factory=lambda: Scale())
+    autoscaling: AutoscalingSpec | None = Field(default=None, description="executors that follow the load "
+                                                "(streamlets.<name>.autoscaling); scale.executors is the start count")
     driver: PodResources | None = None
     executor: PodResources | None = None
     spark_conf: dict[str, str] | None = Field(default=None, description="spark.* settings (runtimes.spark.config, then "
@@ -86,6 +111,10 @@ class _StreamletFields(SpecModel):
                                                   "text), where it differs from the inlet's")
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
+
+    def autoscaling_settings(self) -> Autoscaling:
+        """Its autoscaling (mode off when unset). Raises AutoscaleSettingsError for settings out of range."""
+        return Autoscaling.from_resource(self.autoscaling.model_dump() if self.autoscaling else {})
 
     def settings(self) -> dict[str, Any]:
         """The single settings that are set (streamlets.settings), by run config field

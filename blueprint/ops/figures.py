@@ -73,6 +73,7 @@ def fill(view: ApplicationView, samples: Iterable[Sample], rates: RateTracker | 
             "streamlets_state_rows": "state_rows", "streamlets_state_memory_bytes": "state_memory_bytes",
             "streamlets_malformed_records_total": "malformed", "streamlets_restarts_total": "restarts",
             "streamlets_quarantined_records_total": "quarantined"}
+    largest = {"streamlets_batch_duration_seconds": "batch_duration_seconds", "streamlets_executors": "executors"}
     for s in samples:
         labels = s.labels
         if labels.get("app") != view.app_id:
@@ -83,9 +84,9 @@ def fill(view: ApplicationView, samples: Iterable[Sample], rates: RateTracker | 
             figures[sums[s.name]] = figures.get(sums[s.name], 0.0) + s.value
             if s.name == "streamlets_records_in_total":
                 figures["queries"] = figures.get("queries", 0.0) + 1
-        elif s.name == "streamlets_batch_duration_seconds":
+        elif s.name in largest:
             figures = per_streamlet.setdefault(streamlet, {})
-            figures["batch_duration_seconds"] = max(figures.get("batch_duration_seconds", 0.0), s.value)
+            figures[largest[s.name]] = max(figures.get(largest[s.name], 0.0), s.value)
         elif s.name == "streamlets_watermark_timestamp_seconds":
             figures = per_streamlet.setdefault(streamlet, {})
             figures["watermark"] = min(figures.get("watermark", s.value), s.value)
@@ -97,7 +98,8 @@ def fill(view: ApplicationView, samples: Iterable[Sample], rates: RateTracker | 
             parts = end.setdefault(labels["topic"], {})
             parts[labels["partition"]] = max(parts.get(labels["partition"], 0.0), s.value)
 
-    ints = {"records_in", "records_out", "state_rows", "state_memory_bytes", "malformed", "restarts", "quarantined", "queries"}
+    ints = {"records_in", "records_out", "state_rows", "state_memory_bytes", "malformed", "restarts", "quarantined", "queries",
+            "executors"}
     for sv in view.streamlets:
         figures = per_streamlet.get(sv.name, {})
         for key, value in figures.items():

@@ -19,6 +19,19 @@ class ApplicationSummary(BaseModel):
     ready: str = Field(description='streamlets running of all, e.g. "4/5"')
 
 
+class AutoscalingView(BaseModel):
+    """A streamlet's autoscaler (the operator's status.streamlets.<name>.autoscaling)."""
+
+    mode: str = Field(description="passive (decisions reported) or active (applied)")
+    target_executors: int | None = Field(default=None, description="executors the last decision asks for")
+    direction: str | None = Field(default=None, description="up, down or none")
+    held: str | None = Field(default=None, description="why a change the load asks for is not made (stabilizing, "
+                             "collecting, backlog, scale-down-delay, at-max, at-min, partition-cap, alignment)")
+    reason: str | None = Field(default=None, description="the decision with its figures, or why there is none")
+    last_scaled: str | None = Field(default=None, description="the last change applied, e.g. 1 -> 3")
+    last_scaled_at: str | None = None
+
+
 class StreamletView(BaseModel):
     """A streamlet of a running application with its live figures (None: not known yet, e.g. no
     micro-batch or no metrics endpoint reached)."""
@@ -42,6 +55,8 @@ class StreamletView(BaseModel):
     restarts: int | None = None
     quarantined: int | None = None
     lag: int | None = Field(default=None, description="records of its inlets' topics not yet processed")
+    executors: int | None = Field(default=None, description="executors its driver runs (streamlets_executors)")
+    autoscaling: AutoscalingView | None = Field(default=None, description="its autoscaler, when on")
     metrics_error: str | None = Field(default=None, description="why live figures are missing")
 
 

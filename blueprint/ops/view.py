@@ -10,7 +10,7 @@ from html import escape
 from urllib.parse import quote
 
 
-from .model import ApplicationSummary, ApplicationView, DeadLetterView, SavepointView, batch_ids_text
+from .model import ApplicationSummary, ApplicationView, DeadLetterView, SavepointView, StreamletView, batch_ids_text
 
 REFRESH_SECONDS = 2
 
@@ -74,17 +74,34 @@ def application_page(app: ApplicationView, dead_letters: list[DeadLetterView], s
 
 def _streamlets(app: ApplicationView) -> str:
     head = ("streamlet", "class", "status", "records in", "records out", "in/s", "processed/s", "batch s", "watermark (UTC)",
-            "state rows", "state MB", "malformed", "restarts", "quarantined", "lag")
+            "state rows", "state MB", "malformed", "restarts", "quarantined", "lag", "executors", "autoscaler")
     rows = []
     for s in app.streamlets:
         memory = None if s.state_memory_bytes is None else s.state_memory_bytes / 1e6
         cells = [_num(s.records_in), _num(s.records_out), _num(s.input_rate, 1), _num(s.processed_rate, 1),
                  _num(s.batch_duration_seconds, 2), _time(s.watermark), _num(s.state_rows), _num(memory, 1), _num(s.malformed),
-                 _num(s.restarts), _num(s.quarantined), _num(s.lag)]
+                 _num(s.restarts), _num(s.quarantined), _num(s.lag), _executors(s), _autoscaler(s)]
         rows.append(f'<tr data-streamlet="{escape(s.name)}" data-processed-rate="{s.processed_rate or 0}">'
                     f'<td class="l">{escape(s.name)}</td><td class="l">{escape(s.class_name)}</td>'
                     f'<td class="l {escape(s.status)}">{escape(s.status)}</td>' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return _table("Streamlets", head, rows, left={0, 1, 2})
+
+
+def _executors(s: StreamletView) -> str:
+    """Executors running, and → the autoscaler's target when it differs."""
+    a = s.autoscaling
+    target = f" → {a.target_executors}" if a and a.target_executors not in (None, s.executors) else ""
+    return f"{_num(s.executors)}{escape(target)}"
+
+
+def _autoscaler(s: StreamletView) -> str:
+    """Its mode and what holds it or what it did last; the reason as the cell's title."""
+    a = s.autoscaling
+    if a is None:
+        return "off"
+    state = f"held: {a.held}" if a.held else f"{a.direction}" if a.direction and a.direction != "none" else \
+        f"last {a.last_scaled}" if a.last_scaled else "steady"
+    return f'<span title="{escape(a.reason or "")}">{escape(a.mode)} · {escape(state)}</span>'
 
 
 def _topics(app: ApplicationView) -> str:

@@ -28,7 +28,7 @@ from streamlets.settings import BY_FIELD, SETTINGS
 from ..configcheck import COMMAND_LINE, ConfigReadError, Entry, config_entries
 from ..errors import BlueprintError
 from ..loader import HOCON_SUFFIXES
-from ..scopes import (CONFIG_PARAMETERS, DEPLOY_ONLY_TOP_LEVEL, KUBERNETES, RUNTIMES, SCHEMA_REGISTRY, STORAGE, STREAMLETS,
+from ..scopes import (AUTOSCALING, CONFIG_PARAMETERS, DEPLOY_ONLY_TOP_LEVEL, KUBERNETES, RUNTIMES, SCHEMA_REGISTRY, STORAGE, STREAMLETS,
                       VOLUME_MOUNTS, parse_scope, setting_value, spark_text)
 from ..scopes import STREAMLET_SECTIONS as SECTIONS
 
@@ -91,7 +91,7 @@ def settings_from_entries(entries: Iterable[Entry], streamlets: Iterable[str]) -
         elif scope.section == VOLUME_MOUNTS:
             base = Path.cwd() if e.source == COMMAND_LINE else Path(e.source).parent
             target.volume_mounts[scope.item] = str((base / str(e.value)).resolve())
-        elif scope.section != KUBERNETES:  # pod resources: the operator's, not the sandbox's
+        elif scope.section not in (KUBERNETES, AUTOSCALING):  # pods and their count: the operator's, not the sandbox's
             target.spark[scope.item] = spark_text(e.value)
     for s in settings.values():  # a streamlet's own Spark settings win over runtimes.spark.config
         s.spark = {**runtime_spark, **s.spark}

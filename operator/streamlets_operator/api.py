@@ -18,7 +18,6 @@ import logging
 import os
 import threading
 import time
-import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
@@ -30,20 +29,20 @@ from blueprint.deploy.crd import GROUP, PLURAL, REQUEST_ANNOTATION, VERSION
 from blueprint.deploy.spec import ApplicationSpec
 from blueprint.ops.backend import BadRequest, Forbidden, NotFound, OpsError, Unauthorized
 from blueprint.ops.deadletters import recent_dead_letters
-from blueprint.ops.figures import RateTracker, Sample, fill, parse_text
-from blueprint.ops.model import (ApplicationSummary, ApplicationView, CommandRequest, CommandResultView, DeadLetterView,
+from blueprint.ops.figures import RateTracker, Sample, fill
+from blueprint.ops.model import (ApplicationSummary, AutoscalingView, ApplicationView, CommandRequest, CommandResultView, DeadLetterView,
                                  SavepointView, StreamletView, TopicView, Verb)
 from streamlets.kafka_security import KafkaConnection
-from streamlets.runtime.runconfig import METRICS_PATH, METRICS_PORT, METRICS_PORT_NAME, port_setting
+from streamlets.runtime.runconfig import port_setting
 from streamlets.runtime.system_topics import dead_letter_topic
 
-from . import commands, kafka, kube, metrics, render
+from . import commands, kafka, kube, metrics, render, scrape
 
 log = logging.getLogger("streamlets.operator.api")
 
 API_PORT_ENV = "STREAMLETS_API_PORT"
 API_PORT = 8081  # kopf's liveness endpoint is on 8080 (the chart's livenessProbe.port, the image's CMD)
-SCRAPE_TIMEOUT = 2.0
+SCRAPE_TIMEOUT = scrape.TIMEOUT
 REVIEW_CACHE_SECONDS = 5.0
 # The Spark Operator's labels on a SparkApplication's driver pod.
 SPARK_ROLE, SPARK_APP_NAME = render.SPARK_ROLE, render.SPARK_APP_NAME
@@ -82,11 +81,7 @@ def watched_namespaces(env: dict[str, str] | os._Environ | None = None) -> list[
     return names or None
 
 
-def _api_message(e: Exception) -> str:
-    try:
-        return json.loads(e.body).get("message") or str(e.reason)  # type: ignore[attr-defined]
-    except Exception:
-        return str(getattr(e, "reason", e))
+_api_message = scrape.api_message
 
 
 def _spec(item: dict[str, Any]) -> ApplicationSpec | None:
@@ -259,60 +254,33 @@ class OperatorBackend:
             port_topics = s.port_topics or {}
             ports = {kind: {p["name"]: port_topics[p["name"]] for p in s.descriptor.get(kind) or []
                             if p.get("name") in port_topics} for kind in ("inlets", "outlets")}
-            state = (states.get(s.name) or {}).get("state")
+            live = states.get(s.name) or {}
+            auto = live.get("autoscaling") or {}
+            autoscaling = AutoscalingView(
+                mode=auto["mode"], target_executors=auto.get("targetExecutors"), direction=auto.get("direction"),
+                held=auto.get("held"), reason=auto.get("reason"), last_scaled=auto.get("lastScaled"),
+                last_scaled_at=auto.get("lastScaledAt")) if auto.get("mode") not in (None, "off") else None
             streamlets.append(StreamletView(name=s.name, class_name=s.class_name,
-                                            status=STATES.get(state or "", "unknown"), inlets=ports["inlets"],
-                                            outlets=ports["outlets"], restarts=(states.get(s.name) or {}).get("restarts")))
+                                            status=STATES.get(live.get("state") or "", "unknown"), inlets=ports["inlets"],
+                                            outlets=ports["outlets"], restarts=live.get("restarts"),
+                                            autoscaling=autoscaling))
         topics = [TopicView(id=t.id, name=t.name, producers=list(t.producers), consumers=list(t.consumers))
                   for t in ((spec.topics if spec else None) or [])]
         return ApplicationView(**self._summary(item).model_dump(), streamlets=streamlets, topics=topics,
                                dead_letter_topic=_dead_letter_topic(spec, item["metadata"]["name"]))
 
     def _scrape(self, item: dict[str, Any], view: ApplicationView) -> list[Sample]:
-        """Every streamlet driver's samples (its pod's IP, its `metrics` port); a streamlet whose
-        driver cannot be read gets metrics_error."""
-        from kubernetes.client.exceptions import ApiException
-
-        meta, st = item["metadata"], item.get("status") or {}
-        names = {sv.name: ((st.get("streamlets") or {}).get(sv.name) or {}).get("sparkApplication")
-                 or render.spark_app_name(meta["name"], sv.name) for sv in view.streamlets}
-        if not names:
-            return []
-        selector = f"{SPARK_ROLE}=driver,{SPARK_APP_NAME} in ({','.join(sorted(set(names.values())))})"
-        try:
-            pods = kube.core().list_namespaced_pod(meta["namespace"], label_selector=selector).items
-        except ApiException as e:
-            for sv in view.streamlets:
-                sv.metrics_error = f"cannot list the driver pods: {e.status} {_api_message(e)}"
-            return []
-        drivers: dict[str, Any] = {}
-        for pod in sorted(pods, key=lambda p: p.metadata.creation_timestamp or 0):
-            app_name = (pod.metadata.labels or {}).get(SPARK_APP_NAME, "")
-            if pod.metadata.deletion_timestamp is None:
-                drivers[app_name] = pod  # the newest wins
-
-        def scrape(sv: StreamletView) -> list[Sample]:
-            pod = drivers.get(names[sv.name])
-            if pod is None:
-                sv.metrics_error = f"no driver pod of SparkApplication {names[sv.name]}"
-                return []
-            ip = pod.status.pod_ip if pod.status is not None else None
-            if not ip:
-                sv.metrics_error = f"driver pod {pod.metadata.name} has no IP (phase {pod.status.phase if pod.status else '?'})"
-                return []
-            port = next((p.container_port for c in pod.spec.containers or [] for p in c.ports or []
-                         if p.name == METRICS_PORT_NAME), METRICS_PORT)
-            host = f"[{ip}]" if ":" in ip else ip
-            url = f"http://{host}:{port}{METRICS_PATH}"
-            try:
-                with urllib.request.urlopen(url, timeout=self.scrape_timeout) as resp:  # noqa: S310 (an http URL we built)
-                    return parse_text(resp.read().decode("utf-8", errors="replace"))
-            except Exception as e:  # unreachable, slow or not Prometheus' format: no figures
-                sv.metrics_error = f"{url}: {type(e).__name__}: {e}"
-                return []
-
-        with ThreadPoolExecutor(max_workers=min(8, len(view.streamlets))) as pool:
-            return [s for found in pool.map(scrape, view.streamlets) for s in found]
+        """Every streamlet driver's samples (scrape.driver_samples); a streamlet whose driver cannot
+        be read gets metrics_error."""
+        found = scrape.driver_samples(item, [sv.name for sv in view.streamlets], self.scrape_timeout)
+        samples: list[Sample] = []
+        for sv in view.streamlets:
+            got = found.get(sv.name, [])
+            if isinstance(got, str):
+                sv.metrics_error = got
+            else:
+                samples += got
+        return samples
 
     def dead_letters(self, namespace: str, name: str, limit: int) -> list[DeadLetterView]:
         """The newest `limit` records of the application's dead-letter topic, read from the spec's Kafka (else

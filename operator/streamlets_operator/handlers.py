@@ -6,6 +6,7 @@ streamlets no longer in the spec deleted, status written. Idempotent: an operato
 converges when kopf re-runs the handler (progress is kept in annotations).
 delete -> the children go (no garbage collector is assumed); topics only with deleteTopicsOnDelete.
 timer -> status refreshed from the SparkApplications' states.
+timer -> autoscaled streamlets evaluated and, active, scaled in place (autoscaling.py).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from . import commands, kafka, kube, metrics, render, status, topics
+from . import autoscaling, commands, kafka, kube, metrics, render, scrape, status, topics
 from blueprint.deploy.crd import GROUP, PLURAL, VERSION
 from blueprint.deploy.spec import ApplicationSpec
 from streamlets.kafka_security import KafkaConnection
@@ -380,3 +381,65 @@ def refresh_status(body: kopf.Body, patch: kopf.Patch, logger: logging.Logger, *
         _periodic_savepoint(app, patch, logger)
     except Exception as e:  # Kafka trouble: the next refresh tries again
         logger.warning("periodic savepoint: %s", e)
+
+
+# --- autoscaling --------------------------------------------------------------------------------
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=autoscaling.INTERVAL, initial_delay=autoscaling.INTERVAL)
+def autoscale(body: kopf.Body, patch: kopf.Patch, logger: logging.Logger, **_: Any) -> None:
+    """The autoscaled streamlets (spec.streamlets[].autoscaling.mode passive or active) of a handled,
+    valid application: each driver scraped, a decision made, applied in place when active
+    (autoscaling.py); the decision in status.streamlets.<name>.autoscaling, an Event for a change."""
+    app = plain(body)
+    meta, old = app["metadata"], app.get("status") or {}
+    ns, name = meta["namespace"], meta["name"]
+    if meta.get("deletionTimestamp") or old.get("observedGeneration") != meta.get("generation"):
+        return
+    try:
+        spec = render.typed(app["spec"])
+    except ValidationError:
+        return
+    on = autoscaling.autoscaled(spec)
+    names = {s.name for s, _, _ in on}
+    autoscaling.SCALERS.keep(ns, name, names)
+    metrics.forget_autoscaled(ns, name, names)
+    # a streamlet whose autoscaling was turned off loses its autoscaler status
+    streamlets: dict[str, Any] = {n: {"autoscaling": None} for n, entry in (old.get("streamlets") or {}).items()
+                                  if n not in names and (entry or {}).get("autoscaling")}
+    if streamlets:
+        patch.status["streamlets"] = streamlets
+    if not on:
+        return
+    pages = scrape.driver_samples(app, [s.name for s, _, _ in on])
+    now = time.time()
+    sent: list[dict[str, Any]] = []
+    for s, auto, real_time in on:
+        prev = ((old.get("streamlets") or {}).get(s.name) or {}).get("autoscaling") or {}
+        scaler = autoscaling.SCALERS.get(ns, name, s.name, auto, autoscaling.state_from_status(prev))
+
+        def send(executors: int, reason: str, target: str = s.name) -> tuple[str, str]:
+            request = {"id": f"autoscale-{uuid.uuid4().hex[:8]}", "command": "scale", "target": target,
+                       "args": {"executors": str(executors), "reason": reason[:500]}}
+            try:
+                entries = commands.send(spec, request, timeout=autoscaling.SCALE_TIMEOUT, source="autoscaler",
+                                        kafka=_kafka(app, spec))
+            except Exception as e:  # Kafka trouble: tried again at the next evaluation
+                return "error", f"{type(e).__name__}: {e}"
+            sent.extend(entries)
+            return (entries[0]["status"], entries[0]["message"]) if entries else ("no-answer", "no result")
+
+        out = scaler.step(pages.get(s.name, "not scraped"), now, send, real_time)
+        d = out.decision
+        last = {**prev, "lastScaled": f"{d.current} -> {d.target}", "lastScaledAt": commands.now()} \
+            if out.applied and d is not None else prev
+        streamlets[s.name] = {"autoscaling": autoscaling.status_of(auto.mode, d, scaler.autoscaler.state,
+                                                                   error=out.error, last=last)}
+        metrics.autoscaler_decision(ns, name, s.name, auto.mode, d.current if d else None, d.target if d else None,
+                                    d.direction if d else None, out.applied or out.recommended)
+        if out.event:
+            reason, message, warning = out.event
+            status.event(app, reason, message, warning=warning)
+            (logger.warning if warning else logger.info)(message)
+    patch.status["streamlets"] = streamlets
+    if sent:
+        patch.status["commands"] = commands.appended(old, "commands", sent)

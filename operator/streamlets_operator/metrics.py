@@ -7,6 +7,10 @@ server (api.py) next to the API:
     streamlets_operator_applications{phase}                   applications this replica handles, by status.phase
     streamlets_operator_commands_total{command, source}       control-stream commands sent (request, periodic, upgrade)
     streamlets_operator_command_results_total{command, status} their results (ok, error, no-answer)
+    streamlets_operator_autoscaler_decisions_total{namespace, app, streamlet, direction, mode}
+                                                              executor changes applied (active) or recommended (passive)
+    streamlets_operator_autoscaler_executors{namespace, app, streamlet, kind}
+                                                              the autoscaler's last figures: kind current or target
 
 A replica that waits for its peering turn handles nothing, so it reports no applications.
 """
@@ -40,8 +44,13 @@ COMMANDS = Counter("streamlets_operator_commands", "Control-stream commands sent
 COMMAND_RESULTS = Counter("streamlets_operator_command_results", "Results of control-stream commands, by command and "
                           "status (ok, error, no-answer)", ["command", "status"], registry=REGISTRY)
 
+AUTOSCALER_DECISIONS = Counter("streamlets_operator_autoscaler_decisions", "Executor changes of autoscaled streamlets, "
+                               "by direction (up, down) and mode (active: applied, passive: recommended)",
+                               ["namespace", "app", "streamlet", "direction", "mode"], registry=REGISTRY)
+
 _lock = threading.Lock()
 _phases: dict[tuple[str, str], str] = {}
+_executors: dict[tuple[str, str, str], tuple[int, int]] = {}  # (namespace, app, streamlet) -> (current, target)
 
 
 class _Applications:
@@ -58,6 +67,46 @@ class _Applications:
 
 
 REGISTRY.register(_Applications())
+
+
+class _Executors:
+    """streamlets_operator_autoscaler_executors{namespace,app,streamlet,kind}: the last decision's
+    executors now (current) and to run (target), per autoscaled streamlet."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily("streamlets_operator_autoscaler_executors", "Executors of autoscaled streamlets at "
+                                   "the last decision: kind current (running) or target",
+                                   labels=["namespace", "app", "streamlet", "kind"])
+        with _lock:
+            seen = dict(_executors)
+        for (ns, app, streamlet), (current, target) in sorted(seen.items()):
+            family.add_metric([ns, app, streamlet, "current"], current)
+            family.add_metric([ns, app, streamlet, "target"], target)
+        yield family
+
+
+REGISTRY.register(_Executors())
+
+
+def autoscaler_decision(namespace: str, app: str, streamlet: str, mode: str, current: int | None, target: int | None,
+                        direction: str | None, changed: bool) -> None:
+    """Record an autoscaler evaluation: its executors (none: no decision, the streamlet's figures go),
+    and, when it `changed` (applied or recommended), the decision's direction."""
+    key = (namespace, app, streamlet)
+    with _lock:
+        if current is None or target is None:
+            _executors.pop(key, None)
+        else:
+            _executors[key] = (current, target)
+    if changed and direction in ("up", "down"):
+        AUTOSCALER_DECISIONS.labels(namespace, app, streamlet, direction, mode).inc()
+
+
+def forget_autoscaled(namespace: str, app: str, keep: set[str]) -> None:
+    """Drop the executor figures of the application's streamlets not in `keep`."""
+    with _lock:
+        for key in [k for k in _executors if k[:2] == (namespace, app) and k[2] not in keep]:
+            del _executors[key]
 
 
 def _kind(e: BaseException) -> str:
@@ -102,6 +151,7 @@ def forget(app: Mapping[str, Any]) -> None:
     meta = app.get("metadata") or {}
     with _lock:
         _phases.pop((meta.get("namespace", ""), meta.get("name", "")), None)
+    forget_autoscaled(meta.get("namespace", ""), meta.get("name", ""), set())
 
 
 def commands_sent(entries: list[dict[str, Any]], requests: list[dict[str, Any]], source: str) -> None:

@@ -22,6 +22,7 @@ import os
 from typing import Any
 
 from streamlets import avro_limits
+from streamlets.autoscale import AutoscaleSettingsError
 from blueprint.deploy.crd import API_VERSION, GROUP, KIND, PLURAL, VERSION  # noqa: F401  (the CRD's one home)
 from streamlets.runtime.layout import StateLayout
 from streamlets.runtime.object_store import ACCESS_KEY_ENV, SECRET_KEY_ENV, ObjectStore
@@ -450,6 +451,10 @@ def validate(spec: dict[str, Any] | ApplicationSpec, env: dict[str, str] | None 
         for m in s.volume_mounts or {}:
             if m not in mounts:
                 problems.append(f"streamlet {name!r}: volume mount {m!r} is not declared by {d.get('class_name')}")
+        try:  # the CRD checks each field's bounds, not how they relate (max >= min, utilization band)
+            s.autoscaling_settings()
+        except AutoscaleSettingsError as e:
+            problems.append(f"streamlet {name!r}: spec.streamlets[].{e}")
         if d.get("class_name") and s.class_name != d["class_name"]:
             problems.append(f"streamlet {name!r}: className {s.class_name!r} differs from the descriptor's "
                             f"class_name {d['class_name']!r}")
@@ -518,10 +523,12 @@ def run_config(spec: dict[str, Any] | ApplicationSpec, streamlet: dict[str, Any]
 
 
 def stateless_token(spec: dict[str, Any] | ApplicationSpec, streamlet: dict[str, Any] | StreamletSpec) -> str:
-    """Upgrade mode stateless: a token of what the streamlet runs (the image and its settings,
-    scale and state partitions left out); when it changes, the driver starts without its old checkpoints."""
+    """Upgrade mode stateless: a token of what the streamlet runs (the image and its settings; scale,
+    autoscaling and state partitions left out); when it changes, the driver starts without its old
+    checkpoints."""
     return spec_hash({"image": typed(spec).image,
-                      **{k: v for k, v in _streamlet(streamlet).dump().items() if k not in ("scale", "statePartitions")}})
+                      **{k: v for k, v in _streamlet(streamlet).dump().items()
+                         if k not in ("scale", "autoscaling", "statePartitions")}})
 
 
 def render_secret(body: dict[str, Any], streamlet: dict[str, Any] | StreamletSpec,
@@ -580,6 +587,13 @@ def _volumes(app: str, claim: str | None, streamlet: StreamletSpec) -> tuple[lis
     return volumes, driver_mounts, mounts
 
 
+def _may_grow(streamlet: StreamletSpec) -> bool:
+    """Whether the autoscaler may run more than one executor of the streamlet (mode active, no
+    maximum or one above 1): its executors are spread over the nodes from the start."""
+    auto = streamlet.autoscaling_settings()
+    return auto.mode == "active" and (auto.settings.max_executors or 2) > 1
+
+
 def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any] | StreamletSpec,
                              secret: dict[str, Any] | None = None,
                              env: dict[str, str] | None = None,
@@ -590,8 +604,8 @@ def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any] | S
     pods, services and config maps; Spark's spark.kubernetes.authenticate.driver.serviceAccountName).
     With a ReadWriteOnce checkpoint claim (claim_access_modes, `claim_modes` as read from the
     cluster), the driver and executors get one_node_affinity of the application; else with a
-    ReadWriteOnce volume mount claim, that of the streamlet; else several executors get
-    spread_affinity (over the nodes). With the state on an object store
+    ReadWriteOnce volume mount claim, that of the streamlet; else several executors (or an active
+    autoscaler that may make them several) get spread_affinity (over the nodes). With the state on an object store
     (object_store), no claim: its S3A settings go into sparkConf (below the streamlet's own) and
     its credentials into the pods' environment (credentials_env)."""
     env = os.environ if env is None else env
@@ -622,7 +636,7 @@ def render_spark_application(body: dict[str, Any], streamlet: dict[str, Any] | S
         driver["affinity"] = executor["affinity"] = one_node_affinity(app)
     elif _one_node_mounts(streamlet):
         driver["affinity"] = executor["affinity"] = one_node_affinity(app, name)
-    elif executors > 1:
+    elif executors > 1 or _may_grow(streamlet):
         executor["affinity"] = spread_affinity(app, name)
     service_account = spec.service_account_name or env.get("STREAMLETS_SPARK_SERVICE_ACCOUNT")
     if service_account:

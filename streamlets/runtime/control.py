@@ -13,15 +13,17 @@ all), and publishes one Result per streamlet. Commands:
 - `reload-config`: `args` are new config-parameter values, checked against the declarations; the
   streamlet's queries stop (a running micro-batch is cancelled and runs again) and start again
   with the new config, from their checkpoints;
-- `stop`: the streamlet's queries stop.
+- `stop`: the streamlet's queries stop;
+- `scale`: the streamlet's driver runs `args.executors` executors from now on, changed in place
+  (streamlets.runtime.executors; the autoscaler's in-place path); a local master answers an error.
 
 A streamlet can also read the control topic itself: declare `ControlInlet("control")`, bind it
 to the topic `<app>.control` in the blueprint (`managed: false`) and join it with its data, as
 in the seed's control-stream pattern. Its own commands are `custom` commands whose name is the
 arg `CUSTOM_NAME` (`Command.custom`, `blueprint control APP NAME --custom`); the listener leaves
-them to the streamlets' queries and answers nothing. (`custom` is the enum's last symbol, so
-built-in commands keep the bytes they had; a listener older than it drops custom commands as
-malformed, which is what it should do with them.)
+them to the streamlets' queries and answers nothing. (New symbols go at the enum's end, `custom`
+then `scale`, so earlier commands keep the bytes they had; a listener older than a symbol drops
+its commands as malformed, which is what it should do with them.)
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from .system_topics import control_topic, results_topic  # the topics' names (th
 
 log = logging.getLogger(__name__)
 
-COMMANDS = ("savepoint", "dump-state", "reload-config", "stop", "ping")
+COMMANDS = ("savepoint", "dump-state", "reload-config", "stop", "ping", "scale")
 CUSTOM = "custom"
 CUSTOM_NAME = "_name"  # the arg that names a custom command
 COMMAND_SCHEMA: dict[str, Any] = {
@@ -53,7 +55,8 @@ COMMAND_SCHEMA: dict[str, Any] = {
     "fields": [
         {"name": "id", "type": "string", "doc": "unique; results carry it"},
         {"name": "command", "type": {"type": "enum", "name": "CommandType",
-                                     "symbols": ["savepoint", "dump_state", "reload_config", "stop", "ping", "custom"]},
+                                     "symbols": ["savepoint", "dump_state", "reload_config", "stop", "ping", "custom",
+                                                 "scale"]},
          "doc": "custom: a streamlet's own command, named by the arg _name, for ControlInlet queries"},
         {"name": "target", "type": ["null", "string"], "default": None, "doc": "a streamlet name; null: every streamlet"},
         {"name": "args", "type": {"type": "map", "values": "string"}, "default": {}},

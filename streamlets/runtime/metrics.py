@@ -27,6 +27,8 @@ Labels: `app`, `streamlet`, `query` (the query name without the streamlet), `inl
 | streamlets_query_up | gauge | 1/0 | the query is running |
 | streamlets_restarts_total | counter | restarts | the runtime restarted the streamlet |
 | streamlets_quarantined_records_total | counter | records | poison records (runtime.quarantine) |
+| streamlets_executors | gauge | executors | the driver's registered executors (runtime.executors; a local master: 1) |
+| streamlets_executor_cores | gauge | task slots | spark.executor.cores (a local master: its parallelism) |
 | streamlets_consumer_offset | gauge | offset | next offset the inlet's query will read |
 | streamlets_consumer_lag_records | gauge | records | last stable offset minus consumer offset |
 | streamlets_topic_end_offset | gauge | offset | a topic partition's last stable offset |
@@ -195,7 +197,29 @@ class RuntimeCollector(Collector):
             quarantined.add_metric([app, streamlet], runtime.quarantine.counts.get(streamlet, 0))
         yield restarts
         yield quarantined
+        yield from self._executors()
         yield from self._kafka(stats)
+
+    def _executors(self) -> Iterator[Metric]:
+        """Each streamlet's executors and their task slots (its driver's: streamlets sharing a
+        SparkSession report the same). A driver that does not answer leaves them out."""
+        from .executors import ExecutorControl
+
+        count = GaugeMetricFamily("streamlets_executors", "Executors the streamlet's driver runs (registered and "
+                                  "active; a local master: 1).", labels=STREAMLET)
+        cores = GaugeMetricFamily("streamlets_executor_cores", "Task slots per executor (spark.executor.cores; a "
+                                  "local master: its parallelism).", labels=STREAMLET)
+        for streamlet, ctx in sorted(self.runtime.contexts.items()):
+            try:
+                control = ExecutorControl(ctx.spark)
+                n, c = control.count(), control.cores()
+            except Exception as e:  # a session stopping: no figure this time
+                log.debug("executors of %s: %s", streamlet, e)
+                continue
+            count.add_metric([self.app_id, streamlet], n)
+            cores.add_metric([self.app_id, streamlet], c)
+        yield count
+        yield cores
 
     def _end_offsets(self) -> dict[str, dict[int, int]]:
         """Last stable offsets of every topic the streamlets read or write, and the dead-letter topic."""

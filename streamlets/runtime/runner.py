@@ -250,6 +250,20 @@ def _stop(runtime: StreamletRuntime, streamlet: str, args: dict[str, str], comma
     return Outcome(f"stopped {stopped} query(ies)", batch_ids=committed_batch_ids(runtime.contexts[streamlet]))
 
 
+@command("scale")
+def _scale(runtime: StreamletRuntime, streamlet: str, args: dict[str, str], command_id: str) -> Outcome:
+    """`args.executors`: the number of executors the streamlet's driver runs from now on, changed in
+    place (streamlets.runtime.executors.ExecutorControl.set_total; `args.timeout`: seconds to wait
+    for busy executors to go idle on a scale-down, default 60)."""
+    from .executors import ExecutorControl
+
+    text = (args.get("executors") or "").strip()
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"scale needs args.executors, a whole number of 1 or more (got {text or 'none'!r})")
+    control = ExecutorControl(runtime.contexts[streamlet].spark)
+    return Outcome(control.set_total(int(text), timeout=float(args.get("timeout") or 60)))
+
+
 @command("reload-config")
 def _reload(runtime: StreamletRuntime, streamlet: str, values: dict[str, str], command_id: str) -> Outcome:
     """New config-parameter values, checked against the declarations before anything stops; the

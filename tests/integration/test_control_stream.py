@@ -98,6 +98,11 @@ def test_commands_on_a_running_streamlet(spark, kafka_broker, running, tmp_path)
     assert bad["status"] == "error" and "xml" in bad["message"]
     bad = ask(bootstrap, app, Command("reload-config", args={"limit": "many"}))
     assert bad["status"] == "error" and "limit" in bad["message"]
+    # scale: a local master runs tasks in the driver, nothing to change in place
+    bad = ask(bootstrap, app, Command("scale", target="counts", args={"executors": "3"}))
+    assert bad["status"] == "error" and "cannot change its executors in place" in bad["message"], bad
+    bad = ask(bootstrap, app, Command("scale", args={"executors": "none"}))
+    assert bad["status"] == "error" and "args.executors" in bad["message"], bad
     assert all(q.isActive for q in runtime.queries())
 
     # reload-config: restarted from the checkpoint with the new value; nothing lost
@@ -140,9 +145,9 @@ def test_command_schema_is_the_documented_one():
     fields = {f["name"] for f in COMMAND_SCHEMA["fields"]}
     assert fields == {"id", "command", "target", "args", "issued_at"}
     (command,) = [f["type"] for f in COMMAND_SCHEMA["fields"] if f["name"] == "command"]
-    # `custom` came last: the built-in commands keep their enum indexes, so their bytes are the
-    # ones listeners without `custom` read (commands carry no writer schema)
-    assert command["symbols"] == ["savepoint", "dump_state", "reload_config", "stop", "ping", "custom"]
+    # new symbols come last (`custom`, then `scale`): earlier commands keep their enum indexes, so
+    # their bytes are the ones older listeners read (commands carry no writer schema)
+    assert command["symbols"] == ["savepoint", "dump_state", "reload_config", "stop", "ping", "custom", "scale"]
     before = dict(COMMAND_SCHEMA, fields=[dict(f, type=dict(f["type"], symbols=f["type"]["symbols"][:-1]))
                                           if f["name"] == "command" else f for f in COMMAND_SCHEMA["fields"]])
     from streamlets.schema import AvroSchema, decode, encode

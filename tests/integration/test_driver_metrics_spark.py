@@ -62,6 +62,10 @@ def test_metrics_count_a_micro_batch(spark, tmp_path):
         assert f"streamlets_records_out_total{{{labels}}} " in text
         assert re.search(rf"streamlets_batches_total\{{{re.escape(labels)}\}} [1-9]", text)
         assert 'streamlets_restarts_total{app="metrics-app",streamlet="doubler"} 0.0' in text
+        # a local master runs tasks in the driver: one executor with the local parallelism's slots
+        assert 'streamlets_executors{app="metrics-app",streamlet="doubler"} 1.0' in text
+        cores = spark.sparkContext.defaultParallelism
+        assert f'streamlets_executor_cores{{app="metrics-app",streamlet="doubler"}} {float(cores)}' in text
         assert "process_resident_memory_bytes" in text  # prometheus-client's process metrics
     finally:
         if server is not None:

@@ -258,7 +258,8 @@ def test_the_autoscaler_keeps_only_the_samples_it_needs_and_refuses_older_ones()
     ("min_executors", 0), ("max_executors", 0), ("target_utilization", 0), ("utilization_min", 0.8),
     ("utilization_max", 0.5), ("catch_up_duration", -1), ("metrics_window", 0), ("max_scale_down_factor", 1)])
 def test_settings_out_of_range_name_the_setting(field_name, value):
-    with pytest.raises(AutoscaleSettingsError, match=field_name):
+    """The message names the setting by its config key (streamlets.<name>.autoscaling.<key>)."""
+    with pytest.raises(AutoscaleSettingsError, match=f"autoscaling.{field_name.replace('_', '-')} = "):
         AutoscaleSettings(**{field_name: value})
 
 
@@ -296,3 +297,52 @@ def test_a_load_below_the_band_that_rounds_to_the_current_count_changes_nothing(
                              AutoscalerState(), now=1485)
     assert not decision.changes and decision.held is None and decision.wanted == 2
     assert "no whole executor" in decision.reason and state == AutoscalerState()
+
+
+# --- the settings as the config and the resource carry them (KNOBS, Autoscaling) -----------------
+
+def test_every_setting_has_a_config_key_a_resource_field_and_flinks_name():
+    from dataclasses import fields
+
+    from streamlets.autoscale import KNOBS
+    assert [k.field for k in KNOBS.values()] == [f.name for f in fields(AutoscaleSettings)]
+    for k in KNOBS.values():
+        assert k.key == k.field.replace("_", "-") and k.flink and k.doc
+        assert k.resource == k.field + ("_seconds" if k.seconds else "")
+        assert k.default == getattr(AutoscaleSettings(), k.field)
+
+
+def test_config_values_in_their_text_forms():
+    from streamlets.autoscale import Autoscaling
+    a = Autoscaling.from_config({"mode": "Active", "max-executors": "3", "target-utilization": 0.6,
+                                 "stabilization-interval": "90s", "catch-up-duration": "5 minutes",
+                                 "scale-down-interval": 120000})  # a bare number: milliseconds, as Typesafe's
+    assert a.mode == "active"
+    s = a.settings
+    assert (s.max_executors, s.target_utilization, s.stabilization_interval, s.catch_up_duration,
+            s.scale_down_interval) == (3, 0.6, 90.0, 300.0, 120.0)
+    assert s.metrics_window == AutoscaleSettings().metrics_window  # unset: the default
+    assert Autoscaling.from_config({}).mode == "off"
+
+
+def test_the_resource_carries_what_differs_from_the_defaults_and_reads_back():
+    from streamlets.autoscale import Autoscaling
+    a = Autoscaling.from_config({"mode": "passive", "min-executors": 2, "max-executors": 4, "metrics-window": "2 minutes"})
+    assert a.resource() == {"mode": "passive", "min_executors": 2, "max_executors": 4, "metrics_window_seconds": 120.0}
+    assert Autoscaling.from_resource(a.resource()) == a
+    assert a.updated({"max-executors": 6}).settings.max_executors == 6 and a.settings.max_executors == 4
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"mode": "sometimes"}, "autoscaling.mode: 'sometimes' is not one of off, passive, active"),
+    ({"max-executor": 3}, "autoscaling.max-executor: no such setting"),
+    ({"min-executors": "1.5"}, "autoscaling.min-executors: '1.5' is not a whole number"),
+    ({"catch-up-duration": "soon"}, "autoscaling.catch-up-duration: 'soon' is not a duration"),
+    ({"target-utilization": True}, "autoscaling.target-utilization: True is not a number"),
+    ({"min-executors": 3, "max-executors": 2}, "autoscaling.max-executors = 2: must be at least min-executors (3)"),
+])
+def test_bad_config_values_name_the_key(values, message):
+    from streamlets.autoscale import Autoscaling
+    with pytest.raises(AutoscaleSettingsError) as caught:
+        Autoscaling.from_config(values)
+    assert str(caught.value).startswith(message)

@@ -478,6 +478,30 @@ def test_several_executors_of_a_streamlet_are_spread_over_the_nodes_unless_pinne
     assert "podAntiAffinity" not in pinned["executor"]["affinity"] and "podAffinity" in pinned["executor"]["affinity"]
 
 
+def test_an_active_autoscaler_spreads_from_the_start_and_changes_neither_state_nor_pods(built):
+    """Executors the autoscaler adds in place come from the same pod template: an active one that
+    may run several gets the spread from its first executor. Its settings are not in the run config
+    or the stateless token (a change of them resets no state and resubmits nothing else)."""
+    body = copy.deepcopy(built)
+    body["spec"]["storage"] = {"accessMode": "ReadWriteMany"}
+    before = copy.deepcopy(body)
+    plain = render.render_all(body, env={})["streamlets"]
+    streamlet(body, "enrich")["autoscaling"] = {"mode": "active", "maxExecutors": 3}
+    streamlet(body, "stats")["autoscaling"] = {"mode": "active", "maxExecutors": 1}
+    streamlet(body, "files")["autoscaling"] = {"mode": "passive"}
+    apps = render.render_all(body, env={})["streamlets"]
+    assert apps["enrich"][1]["spec"]["executor"]["instances"] == 1
+    assert "podAntiAffinity" in apps["enrich"][1]["spec"]["executor"]["affinity"]
+    for name in ("stats", "files"):  # at most one executor, or passive: nothing more to place
+        assert apps[name][1]["spec"] == plain[name][1]["spec"], name
+    for name in ("enrich", "stats", "files"):
+        assert apps[name][0]["data"] == plain[name][0]["data"]  # the run config (the Secret)
+        assert render.stateless_token(body["spec"], streamlet(body, name)) == \
+            render.stateless_token(before["spec"], streamlet(before, name))
+    streamlet(body, "enrich")["autoscaling"]["maxExecutors"] = 0
+    assert any("autoscaling.max-executors" in p or "maxExecutors" in p for p in render.validate(body["spec"]))
+
+
 # --- the state on an object store (spec.storage.checkpoints) ------------------------------------
 
 S3_ROOT = "s3a://streamlets/prod"
