@@ -53,7 +53,8 @@ class ExecutorControl:
     @property
     def local(self) -> bool:
         """Whether tasks run in the driver (a local master)."""
-        return str(self.sc.master).startswith("local")
+        master = str(self.sc.master)
+        return master == "local" or master.startswith("local[")  # not local-cluster[...]: real executors
 
     def supported(self) -> bool:
         """Whether the executor count can change in place: the scheduler backend is an
@@ -65,18 +66,23 @@ class ExecutorControl:
         return bool(jvm.java.lang.Class.forName("org.apache.spark.ExecutorAllocationClient").isInstance(backend))
 
     def executors(self) -> list[Executor]:
-        """The registered, active executors (Spark's status store, as the UI's Executors tab), not the
-        driver; a local master's driver as the one executor."""
+        """The active executors (registered with the scheduler backend, neither being removed nor
+        decommissioned: ExecutorAllocationClient.isExecutorActive), not the driver, with their slots
+        and running tasks from Spark's status store (the UI's Executors tab); a local master's
+        driver as the one executor."""
         if self.local:
             return [Executor(DRIVER, "localhost", self.sc.defaultParallelism, 0)]
-        found = []
-        it = self.sc._jsc.sc().statusStore().executorList(True).iterator()
+        jsc = self.sc._jsc.sc()
+        backend = jsc.schedulerBackend()
+        active = [i for i in _strings(backend.getExecutorIds()) if backend.isExecutorActive(i)]
+        known = {}
+        it = jsc.statusStore().executorList(True).iterator()
         while it.hasNext():
             e = it.next()
-            if e.id() != DRIVER:
-                found.append(Executor(str(e.id()), str(e.hostPort()).rsplit(":", 1)[0], int(e.totalCores()),
-                                      int(e.activeTasks())))
-        return found
+            known[str(e.id())] = Executor(str(e.id()), str(e.hostPort()).rsplit(":", 1)[0], int(e.totalCores()),
+                                          int(e.activeTasks()))
+        # one registered a moment ago may not be in the status store yet: idle, spark.executor.cores slots
+        return [known.get(i) or Executor(i, "", self.cores(), 0) for i in active]
 
     def count(self) -> int:
         """Executors running now (registered and active)."""
