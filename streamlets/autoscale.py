@@ -353,7 +353,8 @@ class Decision:
 class AutoscalerState:
     """What the decisions remember between calls (the operator can keep it in the status):
     `scale_down_since`: when the pending scale-down was first asked for (None: none pending);
-    `scale_down_asks`: (time, executors) of each ask since then (Flink's DelayedScaleDown)."""
+    `scale_down_asks`: (time, executors) of the asks within the scale-down interval that can still
+    be the most asked for, fewer executors the later (Flink's DelayedScaleDown)."""
 
     scale_down_since: float | None = None
     scale_down_asks: tuple[tuple[float, int], ...] = ()
@@ -530,7 +531,9 @@ def decide(samples: Sequence[MetricSample], settings: AutoscaleSettings, state: 
                       f"threshold {settings.backlog_lag_threshold:.0f} s; {figures}", ev, AutoscalerState())
     since = state.scale_down_since if state.scale_down_since is not None else now
     window_start = now - settings.scale_down_interval
-    asks = (*(a for a in state.scale_down_asks if a[0] >= window_start - 1e-9), (now, wanted))
+    # only the asks that can still be the most asked for: a later ask of as many or more outlasts an
+    # earlier one in the interval (a sliding-window maximum), so at most one ask per executor count
+    asks = (*(a for a in state.scale_down_asks if a[0] >= window_start - 1e-9 and a[1] > wanted), (now, wanted))
     why = (f"capacity {'idle' if idle else f'{ev.true_rate:.1f}/s'} above {down_at:.1f}/s "
            f"(utilization {settings.utilization_min})")
     if now - since < settings.scale_down_interval:

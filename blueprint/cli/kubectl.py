@@ -122,7 +122,7 @@ def _autoscaler(auto: dict) -> str:
 def status(app_name: str = typer.Argument(..., metavar="APP"), kubeconfig: str | None = KUBECONFIG,
            context: str | None = CONTEXT, namespace: str | None = NAMESPACE) -> None:
     """The application's phase and conditions, and a row per streamlet: its Spark application,
-    state, executors (running / asked: the autoscaler's target when it is on, else the spec's), restarts,
+    state, executors (running / asked: an active autoscaler's target, else the spec's), restarts,
     the autoscaler (off, or its mode and what holds it or what it last did)."""
     def run() -> int:
         cluster = Cluster(kubeconfig, context, namespace)
@@ -140,7 +140,7 @@ def status(app_name: str = typer.Argument(..., metavar="APP"), kubeconfig: str |
         for s in item["spec"].get("streamlets", []):
             live = (st.get("streamlets") or {}).get(s["name"]) or {}
             auto = live.get("autoscaling") or {}
-            asked = auto.get("targetExecutors") or s.get("scale", {}).get("executors", 1)
+            asked = (auto.get("mode") == "active" and auto.get("targetExecutors")) or s.get("scale", {}).get("executors", 1)
             table.add_row(s["name"], live.get("sparkApplication", "-"), live.get("state", "PENDING"),
                           f"{live.get('executors', 0)}/{asked}", str(live.get("restarts", 0)), _autoscaler(auto),
                           s.get("className", ""))

@@ -10,14 +10,24 @@ The application is blueprint-registry.yaml: its enriched flights are a schema re
 Apicurio Registry on the node's address serving HTTPS only and wanting basic auth, its CA and the
 password keys of Secrets the deploy config names (`schema-registry.ca-secret`, `password-secret`).
 
-  1. January: a driver and an executor per streamlet, every pod of the application on one node,
-     each with that affinity; the results equal the batch computation (flight_delays.reference),
-     so `stats` read what `enrich` wrote in the wire format; the subject holds enrich's schema,
-     every value of the topic names it, and Confluent's AvroDeserializer reads them; the registry
-     password is in no resource, SparkApplication or pod spec; the checkpoints and the stats
-     state are on the claim; `kubectl streamlets status` shows every driver RUNNING with its
-     executor;
-  2. `kubectl streamlets undeploy` leaves no pod.
+`enrich` (a stream-stream join: its state is the join's buffers) is autoscaled: mode active
+(STREAMLETS_E2E_AUTOSCALING=passive runs the same burst with decisions reported only: the drain
+time without autoscaling), one executor to start, at most three, each executor limited to
+ENRICH_CPU of a core so that its capacity is its executors', with intervals of seconds rather
+than minutes (AUTOSCALING).
+
+  1. A burst, three months of flights and weather at once: a driver and an executor per
+     streamlet, every pod of the application on one node, each with that affinity; the autoscaler
+     adds executors to enrich in place (an Autoscaled Event, its executor pods, no new driver), at
+     most three; the results equal the batch computation (flight_delays.reference), so `stats`
+     read what `enrich` wrote in the wire format and enrich's join state survived the changes;
+     the subject holds enrich's schema, every value of the topic names it, and Confluent's
+     AvroDeserializer reads them; the registry password is in no resource, SparkApplication or
+     pod spec; the checkpoints and the stats state are on the claim;
+  2. the lag drained, enrich goes back to one executor after the scale-down interval (an
+     Autoscaled Event, its status), never down while the burst was backlogged; `kubectl
+     streamlets status` shows every driver RUNNING with its executors and enrich's autoscaler;
+  3. `kubectl streamlets undeploy` leaves no pod.
 
 The state on S3 across nodes, a deleted driver, and the upgrade to version 2 from a savepoint:
 test_flight_delays_cluster.py.
@@ -26,6 +36,9 @@ test_flight_delays_cluster.py.
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -41,6 +54,43 @@ from support.waiting import wait_until
 
 
 ENRICHED = f"{APP}.enriched-flights"
+BURST = (1, 2, 3)  # months fed at once
+MODE = os.environ.get("STREAMLETS_E2E_AUTOSCALING", "active")  # passive: the same burst, nothing applied
+MAX_EXECUTORS = 3
+ENRICH_CPU = "300m"  # each enrich executor's CPU limit: more executors, more capacity
+# enrich's autoscaling (streamlets.<name>.autoscaling.*): Flink's defaults are minutes; a test has seconds
+AUTOSCALING = {"mode": MODE, "max-executors": MAX_EXECUTORS, "stabilization-interval": "30s", "metrics-window": "60s",
+               "catch-up-duration": "2 minutes", "restart-time": "10s", "scale-down-interval": "60s",
+               "backlog-lag-threshold": "20s", "max-scale-down-factor": 0.9}
+
+
+class EnrichWatch(threading.Thread):
+    """enrich's running executor pods and autoscaler status every few seconds, from the deployment
+    on: (time, executors, status.streamlets.enrich.autoscaling)."""
+
+    def __init__(self, d: Deployment) -> None:
+        super().__init__(daemon=True)
+        self.d, self.seen, self.stopping = d, [], threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.wait(5):
+            try:
+                pods = [p for p in self.d.pods("executor") if p["metadata"]["labels"].get("streamlets.io/streamlet")
+                        == "enrich" and p["status"].get("phase") == "Running"
+                        and not p["metadata"].get("deletionTimestamp")]
+                app = json.loads(self.d.kubectl("get", "streamletapplication", APP, "-n", APPS, "-o", "json"))
+                auto = ((app.get("status") or {}).get("streamlets") or {}).get("enrich", {}).get("autoscaling") or {}
+                self.seen.append((time.monotonic(), len(pods), auto))
+            except Exception:  # a poll while things start: next time
+                continue
+
+
+def autoscaler_events(d: Deployment) -> list[dict]:
+    """The application's Autoscaled, AutoscaleRecommended and AutoscaleFailed Events, oldest first."""
+    events = json.loads(d.kubectl("get", "events", "-n", APPS, "--field-selector",
+                                  f"involvedObject.name={APP}", "-o", "json"))["items"]
+    return sorted((e for e in events if e.get("reason", "").startswith("Autoscale")),
+                  key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
 
 
 @pytest.fixture(scope="module")
@@ -61,15 +111,26 @@ def deployed(e2e_cluster, e2e_images, streamlets_operator, node_kafka, node_regi
     conf = tmp / "registry.conf"
     conf.write_text(f'schema-registry {{\n  url = "{node_registry.url}"\n  ca-secret = registry-ca/ca.crt\n'
                     f'  username = {node_registry.username}\n  password-secret = registry-user/password\n}}\n')
-    resource = built_resource("blueprint-registry.yaml", e2e_images["app"], node_kafka, EXAMPLE / "cluster.conf", conf)
+    scaling = tmp / "autoscaling.conf"
+    scaling.write_text("streamlets.enrich {\n  kubernetes.executor.core-limit = " + ENRICH_CPU + "\n  autoscaling {\n"
+                       + "".join(f"    {k} = {json.dumps(v) if isinstance(v, str) else v}\n"
+                                 for k, v in AUTOSCALING.items()) + "  }\n}\n")
+    resource = built_resource("blueprint-registry.yaml", e2e_images["app"], node_kafka, EXAMPLE / "cluster.conf", conf,
+                              scaling)
+    (enrich,) = [s for s in resource["spec"]["streamlets"] if s["name"] == "enrich"]
+    assert enrich["autoscaling"]["mode"] == MODE and enrich["executor"]["coreLimit"] == ENRICH_CPU, enrich
     assert "storage" not in resource["spec"] or not resource["spec"]["storage"].get("checkpoints"), resource["spec"]
     d.kubectl("apply", "-f", "-", input=yaml.safe_dump(resource))
     d.start_data_pod(e2e_images["app"])
+    d.watch = EnrichWatch(d)
+    d.watch.start()
     yield d
+    d.watch.stopping.set()
     d.kubectl("delete", "pod", DATA_POD, "-n", APPS, "--wait=false", check=False)
 
 
-def test_january_on_one_node_of_the_claim_equals_the_batch_computation(deployed, e2e_cluster, node_registry):
+def test_a_burst_on_one_node_of_the_claim_is_autoscaled_and_equals_the_batch_computation(deployed, e2e_cluster,
+                                                                                          node_registry):
     d = deployed
     wait_until(lambda: set(d.running("driver")) == set(STREAMLETS) and set(d.running("executor")) == set(STREAMLETS),
                timeout=START_TIMEOUT, what="a running driver and executor pod per streamlet", interval=5,
@@ -83,8 +144,24 @@ def test_january_on_one_node_of_the_claim_equals_the_batch_computation(deployed,
     for p in pods:
         terms = p["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         assert terms[0]["topologyKey"] == "kubernetes.io/hostname", terms
-    d.feed(1)
-    d.wait_results("January")
+    enrich_driver = d.running("driver")["enrich"]["metadata"]["uid"]
+    started = time.monotonic()
+    for month in BURST:
+        d.feed(month)
+    d.wait_results(f"a burst of months {BURST}")
+    drained = time.monotonic() - started
+    peak = max(n for _, n, _ in d.watch.seen)
+    events = autoscaler_events(d)
+    print(f"\nautoscaling {MODE}: months {BURST} drained in {drained:.0f} s; enrich's executors at most {peak}; "
+          f"events: {[e['message'][:160] for e in events]}")
+    ups = [e for e in events if e["reason"] == "Autoscaled" and "enrich: 1 -> " in e["message"]]
+    if MODE == "active":
+        assert ups, (events, d.watch.seen[-5:])
+        assert 1 < peak <= MAX_EXECUTORS, d.watch.seen
+        # in place: the same driver, no resubmission
+        assert d.running("driver")["enrich"]["metadata"]["uid"] == enrich_driver
+    else:
+        assert not ups and peak == 1 and any(e["reason"] == "AutoscaleRecommended" for e in events), events
     _enriched_flights_in_the_wire_format(d, node_registry)
     # Checkpoints on the claim: offsets and commits from the drivers, state from the executors
     # (stats aggregates per window in Spark's state store).
@@ -94,13 +171,40 @@ def test_january_on_one_node_of_the_claim_equals_the_batch_computation(deployed,
     state = d.exec("find /data/flight-delays/stats -path '*/state/*' -type f | head -5")
     assert state.strip(), "no state store files of the stats streamlet on the claim"
 
-    status = d.plugin("status", APP)
-    assert status.returncode == 0, status.stderr
-    rows = {line.split()[0]: line.split() for line in status.stdout.splitlines()[1:] if line.split()
-            and line.split()[0] in STREAMLETS}
-    assert set(rows) == set(STREAMLETS), status.stdout
-    for row in rows.values():
-        assert row[2] == "RUNNING" and row[3] == "1/1", status.stdout
+
+def test_the_executors_come_back_down_after_the_lag_drained(deployed):
+    d = deployed
+    if MODE == "active":
+        wait_until(lambda: d.watch.seen and d.watch.seen[-1][1] == 1
+                   and (d.watch.seen[-1][2].get("lastScaled") or "").endswith("-> 1"), timeout=420,
+                   what="enrich back to one executor", interval=5, retry_on=POLL_ERRORS,
+                   on_timeout=lambda: f"{d.watch.seen[-3:]}\n{autoscaler_events(d)}\n{d.report()}")
+        downs = [e for e in autoscaler_events(d) if e["reason"] == "Autoscaled" and e["message"].split(":", 1)[1]
+                 .split("executor")[0].strip().endswith("-> 1")]
+        assert downs and "scale down" in downs[-1]["message"], autoscaler_events(d)
+        # never a down decision while the burst was backlogged: each status the watch saw that asked
+        # for fewer executors came with the lag at or below the threshold
+        for _, _, auto in d.watch.seen:
+            if auto.get("direction") == "down":
+                assert not auto.get("backlogged"), auto
+    last = {"text": ""}  # the last `kubectl streamlets status` output
+
+    def rows() -> dict[str, list[str]]:
+        status = d.plugin("status", APP)
+        assert status.returncode == 0, status.stderr
+        last["text"] = status.stdout
+        return {line.split()[0]: line.split() for line in status.stdout.splitlines()[1:] if line.split()
+                and line.split()[0] in STREAMLETS}
+    # status.streamlets.<name>.executors follows the Spark Operator's executorState: a removed
+    # executor leaves it at its next status update
+    wait_until(lambda: all(row[3] == "1/1" for row in rows().values()), timeout=180, what="1/1 executors each",
+               interval=10, retry_on=POLL_ERRORS, on_timeout=lambda: last["text"])
+    found = rows()
+    assert set(found) == set(STREAMLETS), last["text"]
+    for name, row in found.items():
+        assert row[2] == "RUNNING" and row[3] == "1/1", last["text"]
+        assert (row[5] == MODE) if name == "enrich" else row[5] == "off", last["text"]
+    assert "autoscaler:\n  enrich: " in last["text"], last["text"]
 
 
 def _enriched_flights_in_the_wire_format(d: Deployment, registry: RegistryServer) -> None:

@@ -346,3 +346,21 @@ def test_bad_config_values_name_the_key(values, message):
     with pytest.raises(AutoscaleSettingsError) as caught:
         Autoscaling.from_config(values)
     assert str(caught.value).startswith(message)
+
+
+def test_the_readme_table_lists_every_setting_with_its_resource_field_and_flink_option():
+    """The README's Autoscaling table is the settings' (KNOBS): config key, resource field, Flink option."""
+    from pathlib import Path
+
+    from pydantic.alias_generators import to_camel
+
+    from streamlets.autoscale import KNOBS, MODE_KEY
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    rows = {cells[0].strip("` "): [c.strip() for c in cells]
+            for line in readme.splitlines() if line.startswith("| `")
+            for cells in [line.strip("|").split("|")] if len(cells) == 4}
+    for k in KNOBS.values():
+        assert k.key in rows, k.key
+        key, field, default, flink = rows[k.key]
+        assert field == f"`{to_camel(k.resource)}`" and f"`{k.flink}`" in flink, rows[k.key]
+    assert MODE_KEY in rows

@@ -170,6 +170,9 @@ def test_the_status_carries_the_decision_and_a_pending_scale_down_across_a_resta
         (3, 3, "none", "scale-down-delay") and entry["wantedExecutors"] < 3
     assert entry["utilization"] is not None and all(v is None or not isinstance(v, float) or math.isfinite(v)
                                                     for v in entry.values())
+    # many evaluations asked for fewer; the status keeps only those that can still be the most asked for
+    assert sum(1 for _, o in outcomes if o.decision and o.decision.held and o.decision.held.value == "scale-down-delay") > 20
+    assert 1 <= len(entry["scaleDownAsks"]) < 3
     assert state_from_status(entry) == scaler.autoscaler.state  # a new operator replica picks it up
     assert state_from_status(entry).scale_down_since is not None
 
@@ -189,3 +192,31 @@ def test_autoscaled_streamlets_of_a_spec(tmp_path):
     spec = ApplicationSpec.model_validate(yaml.safe_load(result.stdout)["spec"])
     found = {s.name: (a.mode, a.settings.max_executors, rt) for s, a, rt in autoscaling.autoscaled(spec)}
     assert found == {"enrich": ("active", 3, False), "stats": ("passive", None, True)}  # files: mode off
+
+
+def test_the_operator_counts_decisions_and_shows_executors():
+    from streamlets_operator import metrics
+    metrics.autoscaler_decision("apps", "fd", "enrich", "active", 1, 3, "up", True)
+    metrics.autoscaler_decision("apps", "fd", "stats", "passive", 2, 2, "none", False)
+    text = metrics.exposition()[0].decode()
+    assert ('streamlets_operator_autoscaler_decisions_total{app="fd",direction="up",mode="active",namespace="apps",'
+            'streamlet="enrich"} 1.0') in text
+    assert 'streamlets_operator_autoscaler_executors{app="fd",kind="target",namespace="apps",streamlet="enrich"} 3.0' in text
+    assert 'direction="none"' not in text  # only changes are decisions
+    metrics.forget_autoscaled("apps", "fd", {"stats"})
+    text = metrics.exposition()[0].decode()
+    assert 'streamlet="enrich"} 3.0' not in text and 'kind="current",namespace="apps",streamlet="stats"} 2.0' in text
+    metrics.forget({"metadata": {"namespace": "apps", "name": "fd"}})
+    assert "streamlets_operator_autoscaler_executors{" not in metrics.exposition()[0].decode()
+
+
+def test_the_web_view_shows_executors_and_the_autoscaler():
+    from blueprint.ops.model import ApplicationView, AutoscalingView, StreamletView
+    from blueprint.ops.view import application_page
+    view = ApplicationView(namespace="apps", name="fd", app_id="fd", phase="Running", ready="2/2", streamlets=[
+        StreamletView(name="enrich", class_name="m.Join", status="running", executors=1, autoscaling=AutoscalingView(
+            mode="active", target_executors=3, direction="up", reason="scale up 1 -> 3: <capacity>")),
+        StreamletView(name="stats", class_name="m.Stats", status="running", executors=2)], topics=[])
+    html = application_page(view, [], [])
+    assert "<td>1 → 3</td>" in html and 'title="scale up 1 -&gt; 3: &lt;capacity&gt;">active · up</span>' in html
+    assert "<td>2</td><td>off</td>" in html
