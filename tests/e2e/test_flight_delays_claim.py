@@ -10,11 +10,13 @@ The application is blueprint-registry.yaml: its enriched flights are a schema re
 Apicurio Registry on the node's address serving HTTPS only and wanting basic auth, its CA and the
 password keys of Secrets the deploy config names (`schema-registry.ca-secret`, `password-secret`).
 
-`enrich` (a stream-stream join: its state is the join's buffers) is autoscaled: mode active
-(STREAMLETS_E2E_AUTOSCALING=passive runs the same burst with decisions reported only: the drain
-time without autoscaling), one executor to start, at most three, each executor limited to
-ENRICH_CPU of a core so that its capacity is its executors', with intervals of seconds rather
-than minutes (AUTOSCALING).
+`enrich` (a stream-stream join: its state is the join's buffers) is autoscaled: mode active, one
+executor to start, at most three, each executor limited to ENRICH_CPU of a core so that its
+capacity is its executors', with intervals of seconds rather than minutes (AUTOSCALING).
+bench/bench_autoscale.py runs this module with other values from the environment: the mode
+(STREAMLETS_E2E_AUTOSCALING=passive: the same burst with decisions reported only, the drain time
+without autoscaling), months fed and drained before the burst (STREAMLETS_E2E_WARM_UP=1), the
+burst's months (STREAMLETS_E2E_BURST=2,3,4) and the CPU limit (STREAMLETS_E2E_ENRICH_CPU=100m).
 
   1. A burst, three months of flights and weather at once: a driver and an executor per
      streamlet, every pod of the application on one node, each with that affinity; the autoscaler
@@ -35,15 +37,18 @@ test_flight_delays_cluster.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
 
+from blueprint.ops.figures import parse_text
 from streamlets.schema_registry import header
 from support.e2e import APPS, POLL_ERRORS
 from support.kafka import read_topic
@@ -54,26 +59,34 @@ from support.waiting import wait_until
 
 
 ENRICHED = f"{APP}.enriched-flights"
-BURST = (1, 2, 3)  # months fed at once
+# bench/bench_autoscale.py runs this module with other values of these (the environment's)
 MODE = os.environ.get("STREAMLETS_E2E_AUTOSCALING", "active")  # passive: the same burst, nothing applied
+WARM_UP = tuple(int(m) for m in os.environ.get("STREAMLETS_E2E_WARM_UP", "").split(",") if m)  # fed first, drained
+BURST = tuple(int(m) for m in os.environ.get("STREAMLETS_E2E_BURST", "1,2,3").split(","))  # then fed at once
+ENRICH_CPU = os.environ.get("STREAMLETS_E2E_ENRICH_CPU", "300m")  # each enrich executor's CPU limit
 MAX_EXECUTORS = 3
-ENRICH_CPU = "300m"  # each enrich executor's CPU limit: more executors, more capacity
 # enrich's autoscaling (streamlets.<name>.autoscaling.*): Flink's defaults are minutes; a test has seconds
-AUTOSCALING = {"mode": MODE, "max-executors": MAX_EXECUTORS, "stabilization-interval": "30s", "metrics-window": "60s",
-               "catch-up-duration": "2 minutes", "restart-time": "10s", "scale-down-interval": "60s",
+AUTOSCALING = {"mode": MODE, "max-executors": MAX_EXECUTORS, "stabilization-interval": "20s", "metrics-window": "45s",
+               "catch-up-duration": "2 minutes", "restart-time": "10s", "scale-down-interval": "30s",
                "backlog-lag-threshold": "20s", "max-scale-down-factor": 0.9}
 
 
 class EnrichWatch(threading.Thread):
     """enrich's running executor pods and autoscaler status every few seconds, from the deployment
-    on: (time, executors, status.streamlets.enrich.autoscaling)."""
+    on: `seen`, (time, executors, status.streamlets.enrich.autoscaling); and the MetricSamples the
+    operator's autoscaler builds from its driver's page (read through the API server's pod proxy):
+    `samples`, which STREAMLETS_E2E_RECORD=<file or folder> saves: the recorded series of
+    tests/unit/test_autoscale.py (tests/unit/fixtures/autoscale/)."""
 
     def __init__(self, d: Deployment) -> None:
         super().__init__(daemon=True)
-        self.d, self.seen, self.stopping = d, [], threading.Event()
+        self.d, self.seen, self.samples, self.stopping = d, [], [], threading.Event()
+        self.recording = bool(os.environ.get("STREAMLETS_E2E_RECORD"))
 
     def run(self) -> None:
-        while not self.stopping.wait(5):
+        from streamlets.runtime.runconfig import METRICS_PATH, METRICS_PORT
+        from streamlets_operator.autoscaling import metric_sample
+        while not self.stopping.wait(5 if self.recording else 8):
             try:
                 pods = [p for p in self.d.pods("executor") if p["metadata"]["labels"].get("streamlets.io/streamlet")
                         == "enrich" and p["status"].get("phase") == "Running"
@@ -81,8 +94,26 @@ class EnrichWatch(threading.Thread):
                 app = json.loads(self.d.kubectl("get", "streamletapplication", APP, "-n", APPS, "-o", "json"))
                 auto = ((app.get("status") or {}).get("streamlets") or {}).get("enrich", {}).get("autoscaling") or {}
                 self.seen.append((time.monotonic(), len(pods), auto))
+                if not self.recording:
+                    continue
+                driver = self.d.running("driver")["enrich"]["metadata"]["name"]
+                page = self.d.kubectl("get", "--raw", f"/api/v1/namespaces/{APPS}/pods/{driver}:{METRICS_PORT}/proxy"
+                                      f"{METRICS_PATH}", timeout=20)
+                sample = metric_sample(parse_text(page), "enrich", time.time())
+                if sample is not None:
+                    self.samples.append(dataclasses.asdict(sample))
             except Exception:  # a poll while things start: next time
                 continue
+
+    def save(self, events: list[dict]) -> None:
+        """The recording (STREAMLETS_E2E_RECORD): the settings, the samples, the autoscaler's Events."""
+        where = os.environ.get("STREAMLETS_E2E_RECORD")  # a file, or a folder for e2e-burst-<mode>.json
+        if where:
+            path = Path(where) / f"e2e-burst-{MODE}.json" if Path(where).is_dir() else Path(where)
+            path.write_text(json.dumps({
+                "what": f"enrich of flight-delays on the e2e cluster, autoscaling {MODE}, months {BURST} fed at once",
+                "autoscaling": AUTOSCALING, "executor_cpu": ENRICH_CPU, "samples": self.samples,
+                "events": [{"reason": e["reason"], "message": e["message"]} for e in events]}, indent=1) + "\n")
 
 
 def autoscaler_events(d: Deployment) -> list[dict]:
@@ -126,6 +157,7 @@ def deployed(e2e_cluster, e2e_images, streamlets_operator, node_kafka, node_regi
     d.watch.start()
     yield d
     d.watch.stopping.set()
+    d.watch.save(autoscaler_events(d))
     d.kubectl("delete", "pod", DATA_POD, "-n", APPS, "--wait=false", check=False)
 
 
@@ -144,6 +176,10 @@ def test_a_burst_on_one_node_of_the_claim_is_autoscaled_and_equals_the_batch_com
     for p in pods:
         terms = p["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         assert terms[0]["topologyKey"] == "kubernetes.io/hostname", terms
+    for month in WARM_UP:
+        d.feed(month)
+    if WARM_UP:
+        d.wait_results(f"the warm-up, months {WARM_UP}")
     enrich_driver = d.running("driver")["enrich"]["metadata"]["uid"]
     started = time.monotonic()
     for month in BURST:
@@ -154,14 +190,19 @@ def test_a_burst_on_one_node_of_the_claim_is_autoscaled_and_equals_the_batch_com
     events = autoscaler_events(d)
     print(f"\nautoscaling {MODE}: months {BURST} drained in {drained:.0f} s; enrich's executors at most {peak}; "
           f"events: {[e['message'][:160] for e in events]}")
+    figures = {"mode": MODE, "burst": BURST, "warm_up": WARM_UP, "enrich_cpu": ENRICH_CPU,
+               "drained_s": round(drained, 1), "peak_executors": peak, "events": [e["message"] for e in events]}
+    print(f"BENCH {json.dumps(figures)}")  # bench/bench_autoscale.py reads it
     ups = [e for e in events if e["reason"] == "Autoscaled" and "enrich: 1 -> " in e["message"]]
     if MODE == "active":
         assert ups, (events, d.watch.seen[-5:])
         assert 1 < peak <= MAX_EXECUTORS, d.watch.seen
         # in place: the same driver, no resubmission
         assert d.running("driver")["enrich"]["metadata"]["uid"] == enrich_driver
-    else:
-        assert not ups and peak == 1 and any(e["reason"] == "AutoscaleRecommended" for e in events), events
+    else:  # passive: nothing applied; what it recommends (if the burst lasts long enough) is said once
+        assert not ups and peak == 1, (events, d.watch.seen[-5:])
+        assert all(e["reason"] == "AutoscaleRecommended" and "recommended (passive)" in e["message"]
+                   for e in events), events
     _enriched_flights_in_the_wire_format(d, node_registry)
     # Checkpoints on the claim: offsets and commits from the drivers, state from the executors
     # (stats aggregates per window in Spark's state store).

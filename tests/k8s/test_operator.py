@@ -155,6 +155,24 @@ def test_deploy_update_scale_status_delete(api, cluster, operator, kube_namespac
         get_app(custom, ns)), timeout=30, op=operator)
     assert app["status"]["ready"] == "5/5" and conditions(app)["Ready"]["status"] == "True"
 
+    # autoscaling, passive: the timer reports on enrich in its status (no driver pod here, so no
+    # metrics), the structural status schema keeps the fields, nothing is redeployed; turned off,
+    # the report goes
+    before = spark_apps(custom, ns)
+    patch_app(cluster, ns, [{"op": "add", "path": f"/spec/streamlets/{streamlet_index(app, 'enrich')}/autoscaling",
+                             "value": {"mode": "passive", "maxExecutors": 3}}])
+    app = wait_for("enrich's autoscaler status", lambda: (lambda a: a if ((a["status"]["streamlets"]["enrich"].get(
+        "autoscaling") or {}).get("reason") or "").startswith("no metrics") else None)(get_app(custom, ns)), op=operator)
+    auto = app["status"]["streamlets"]["enrich"]["autoscaling"]
+    assert auto["mode"] == "passive" and auto["reason"] == "no metrics: no driver pod of SparkApplication " \
+        "flight-delays-enrich", auto
+    assert "autoscaling" not in app["status"]["streamlets"]["stats"]
+    assert {n: sa["metadata"]["resourceVersion"] for n, sa in spark_apps(custom, ns).items()} == \
+        {n: sa["metadata"]["resourceVersion"] for n, sa in before.items()}
+    patch_app(cluster, ns, [{"op": "remove", "path": f"/spec/streamlets/{streamlet_index(app, 'enrich')}/autoscaling"}])
+    wait_for("no autoscaler status", lambda: "autoscaling" not in get_app(custom, ns)["status"]["streamlets"]["enrich"],
+             op=operator)
+
     # a streamlet removed from the spec: its SparkApplication and Secret go, nothing else changes
     before = spark_apps(custom, ns)
     app = get_app(custom, ns)

@@ -67,7 +67,7 @@ class Operator:
         # would otherwise compete for its port on the host
         env = {**self.kube.subprocess_env(), "STREAMLETS_STATUS_INTERVAL": "2", "STREAMLETS_KAFKA_TIMEOUT": "3",
                "STREAMLETS_API_PORT": "off",
-               "STREAMLETS_UPGRADE_SAVEPOINT_TIMEOUT": "20",
+               "STREAMLETS_UPGRADE_SAVEPOINT_TIMEOUT": "20", "STREAMLETS_AUTOSCALE_INTERVAL": "2",
                "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), str(ROOT), os.environ.get("PYTHONPATH", "")]),
                **self.env}
         if self.kubeconfig is not None:

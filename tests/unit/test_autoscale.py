@@ -364,3 +364,66 @@ def test_the_readme_table_lists_every_setting_with_its_resource_field_and_flink_
         key, field, default, flink = rows[k.key]
         assert field == f"`{to_camel(k.resource)}`" and f"`{k.flink}`" in flink, rows[k.key]
     assert MODE_KEY in rows
+
+
+# --- recorded series: the operator's samples of enrich on the e2e cluster -----------------------
+
+def replay(name: str, every: float = 15.0) -> tuple[dict, list[tuple[float, Decision]]]:
+    """A recording of tests/e2e/test_flight_delays_claim.py (STREAMLETS_E2E_RECORD: enrich's
+    MetricSamples every 5 s, read from its driver's page as the operator reads it) replayed through
+    an Autoscaler with the recording's settings, deciding every `every` seconds as the operator's
+    timer does: (the recording, [(seconds since its first sample, decision)])."""
+    import json
+    from pathlib import Path
+
+    from streamlets.autoscale import Autoscaling
+    data = json.loads((Path(__file__).parent / "fixtures" / "autoscale" / name).read_text())
+    scaler = Autoscaler(Autoscaling.from_config(data["autoscaling"]).settings)
+    start = next_at = data["samples"][0]["at"]
+    out = []
+    for s in data["samples"]:
+        scaler.observe(MetricSample(**s))
+        if s["at"] >= next_at:
+            out.append((s["at"] - start, scaler.decide()))
+            next_at = s["at"] + every
+    return data, out
+
+
+def test_a_recorded_burst_is_met_with_the_maximum_and_never_a_scale_down():
+    """Passive on the cluster (one executor throughout, at 100m CPU), January drained first, then
+    February to July at once: 180,000 records of lag, which Spark reads in one micro-batch of 80 s.
+    The decisions are pinned: none before the burst (stabilizing, collecting, no busy time, or less
+    than a whole executor more), three times "up to the maximum of 3" while it drains, never down;
+    the operator's own Event in that run said the same."""
+    data, decisions = replay("e2e-burst-passive.json")
+    assert {d.current for _, d in decisions if d.current} == {1}
+    changes = [(round(t), d.direction, d.target) for t, d in decisions if d.changes]
+    assert changes == [(317, "up", 3), (350, "up", 3), (366, "up", 3)], changes
+    assert all("capped at max_executors=3" in d.reason for _, d in decisions if d.changes)
+    assert not any(d.direction == "down" for _, d in decisions)
+    assert [e["reason"] for e in data["events"]] == ["AutoscaleRecommended"]
+    assert data["events"][0]["message"].startswith("enrich: 1 -> 3 executor(s) recommended (passive)")
+    # a long micro-batch reports its records and busy time only when it ends: while it runs, the
+    # window holds none, and nothing is decided (README, Autoscaling: what it cannot do)
+    during = [d for t, d in decisions if 370 < t < 425]
+    assert during and all(d.evaluation is None or math.isnan(d.evaluation.true_rate) for d in during)
+
+
+def test_a_recorded_burst_scaled_in_place_restarts_the_window_then_waits_to_scale_down():
+    """Active on the cluster, the same burst: the operator took enrich from 1 to 3 executors in
+    place during the long micro-batch (the recording's executors go 1, 2, 3; the driver is the same).
+    Replayed: up to 3 while at one executor; each executor that joined restarts the stabilization,
+    then a new window; once the lag has drained, a scale-down to one that waits for the scale-down
+    interval; never down while there is lag."""
+    data, decisions = replay("e2e-burst-active.json")
+    counts = [s["executors"] for s in data["samples"]]
+    assert [n for i, n in enumerate(counts) if i == 0 or n != counts[i - 1]] == [0, 1, 2, 3]
+    assert {d.target for _, d in decisions if d.changes} == {3} and all(d.current == 1 for _, d in decisions if d.changes)
+    joined = [t for t, d in decisions if d.current > 1]
+    after = [d for t, d in decisions if t >= joined[0]]
+    assert [d.held for d in after[:3]] == [Hold.STABILIZING, Hold.STABILIZING, Hold.COLLECTING]
+    _, last = decisions[-1]
+    assert last.held == Hold.SCALE_DOWN_DELAY and last.wanted == 1 and last.evaluation.lag == 0
+    lags = {round(s["at"] - data["samples"][0]["at"]): s["lag"] for s in data["samples"]}
+    assert all(lags[round(t)] == 0 for t, d in decisions if d.wanted is not None and d.wanted < d.current)
+    assert [e["reason"] for e in data["events"]] == ["Autoscaled"] and "enrich: 1 -> 3" in data["events"][0]["message"]
