@@ -313,6 +313,7 @@ def delete(body: kopf.Body, logger: logging.Logger, **_: Any) -> None:
     kopf.TemporaryError (retried after 10 seconds) when Kafka cannot delete the topics."""
     app = plain(body)
     metrics.forget(app)
+    autoscaling.SCALERS.keep(app["metadata"]["namespace"], app["metadata"]["name"], set())
     meta = app["metadata"]
     ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
     try:

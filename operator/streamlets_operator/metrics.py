@@ -147,7 +147,8 @@ def track_phase(app: Mapping[str, Any], patch: Any = None) -> None:
 
 
 def forget(app: Mapping[str, Any]) -> None:
-    """Drop a deleted application's phase from the phase gauge (streamlets_operator_applications)."""
+    """Drop a deleted application's phase from the phase gauge (streamlets_operator_applications) and
+    its streamlets' autoscaler executors (streamlets_operator_autoscaler_executors)."""
     meta = app.get("metadata") or {}
     with _lock:
         _phases.pop((meta.get("namespace", ""), meta.get("name", "")), None)
