@@ -81,9 +81,6 @@ def watched_namespaces(env: dict[str, str] | os._Environ | None = None) -> list[
     return names or None
 
 
-_api_message = scrape.api_message
-
-
 def _spec(item: dict[str, Any]) -> ApplicationSpec | None:
     """The resource's spec as its model (blueprint.deploy.spec), or None when it does not validate:
     the API shows every resource the operator sees, also one it cannot deploy (status Failed), as
@@ -155,7 +152,7 @@ class OperatorBackend:
         try:
             result = client.AuthenticationV1Api(kube.api_client()).create_token_review(review)
         except ApiException as e:
-            raise OpsError(f"cannot review the token (TokenReview: {e.status} {_api_message(e)})") from None
+            raise OpsError(f"cannot review the token (TokenReview: {e.status} {scrape.api_message(e)})") from None
         status = result.status
         if status is None or not status.authenticated or status.user is None:
             raise Unauthorized("the token is not valid" + (f": {status.error}" if status is not None and status.error else ""))
@@ -188,7 +185,7 @@ class OperatorBackend:
             result = client.AuthorizationV1Api(kube.api_client()).create_subject_access_review(
                 client.V1SubjectAccessReview(spec=spec))
         except ApiException as e:
-            raise OpsError(f"cannot review the access (SubjectAccessReview: {e.status} {_api_message(e)})") from None
+            raise OpsError(f"cannot review the access (SubjectAccessReview: {e.status} {scrape.api_message(e)})") from None
         allowed = bool(result.status and result.status.allowed and not result.status.denied)
         reason = (result.status.reason or "") if result.status else ""
         with self._lock:
@@ -209,7 +206,7 @@ class OperatorBackend:
         except ApiException as e:
             if e.status == 404:
                 raise NotFound(f"no application {namespace}/{name}") from None
-            raise OpsError(f"reading {namespace}/{name}: {e.status} {_api_message(e)}") from None
+            raise OpsError(f"reading {namespace}/{name}: {e.status} {scrape.api_message(e)}") from None
 
     def _list(self) -> list[dict[str, Any]]:
         from kubernetes.client.exceptions import ApiException
@@ -220,7 +217,7 @@ class OperatorBackend:
             return [item for ns in self.namespaces
                     for item in kube.custom().list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL).get("items") or []]
         except ApiException as e:
-            raise OpsError(f"listing applications: {e.status} {_api_message(e)}") from None
+            raise OpsError(f"listing applications: {e.status} {scrape.api_message(e)}") from None
 
     @staticmethod
     def _summary(item: dict[str, Any]) -> ApplicationSummary:
@@ -337,7 +334,7 @@ class OperatorBackend:
                     GROUP, VERSION, namespace, PLURAL, name,
                     {"metadata": {"annotations": {REQUEST_ANNOTATION: json.dumps(wanted)}}})
             except ApiException as e:
-                raise OpsError(f"cannot ask the operator: {e.status} {_api_message(e)}") from None
+                raise OpsError(f"cannot ask the operator: {e.status} {scrape.api_message(e)}") from None
             deadline = time.monotonic() + self.command_timeout
             while True:
                 st = self._read(namespace, name).get("status") or {}
