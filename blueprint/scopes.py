@@ -9,7 +9,8 @@ streamlets configure`; each decides what it accepts, this module only says what 
     streamlets.<name>.kubernetes.<role>.<key>      pod settings (role driver|executor, or labels|annotations)
     streamlets.<name>.autoscaling.<key>            its autoscaling (streamlets.autoscale: mode and KNOBS)
     streamlets.<name>.<setting>                    a single setting of that streamlet (streamlets.settings:
-                                                   on-failure, delivery, trigger, progress-tracking)
+                                                   on-failure, delivery, trigger, progress-tracking,
+                                                   max-offsets-per-trigger)
     runtimes.spark.config.<spark.* key>            every Spark streamlet
     runtimes.spark.kubernetes.<role>.<key>         every Spark streamlet
     topics.<id>.partitions|replication-factor      a topic of the blueprint
@@ -43,7 +44,8 @@ CONFIG_PARAMETERS, VOLUME_MOUNTS, SPARK, KUBERNETES = "config-parameters", "volu
 AUTOSCALING = _autoscale.SECTION  # streamlets.<name>.autoscaling.<key>: streamlets.autoscale (mode and KNOBS)
 STREAMLET_SECTIONS = (CONFIG_PARAMETERS, VOLUME_MOUNTS, SPARK, KUBERNETES, AUTOSCALING)
 # Single settings of a streamlet, `streamlets.<name>.<setting> = value` (no item): the keys of
-# streamlets.settings.SETTINGS (on-failure, delivery, trigger, progress-tracking), each declared there.
+# streamlets.settings.SETTINGS (on-failure, delivery, trigger, progress-tracking,
+# max-offsets-per-trigger), each declared there.
 # The keys the config check acts on itself (at-least-once edges, Real-Time Mode, async progress):
 ON_FAILURE, DELIVERY, TRIGGER, PROGRESS_TRACKING = (_settings.ON_FAILURE.key, _settings.DELIVERY.key,
                                                     _settings.TRIGGER.key, _settings.PROGRESS_TRACKING.key)
@@ -87,8 +89,7 @@ class Scope:
         return self.top == STREAMLETS and self.complete and (not sections or self.section in sections)
 
     def is_streamlet_setting(self) -> bool:
-        """A streamlets.<name>.<setting> key of STREAMLET_SETTINGS (on-failure, delivery, trigger,
-        progress-tracking)."""
+        """A streamlets.<name>.<setting> key of STREAMLET_SETTINGS (streamlets.settings.SETTINGS)."""
         return self.top == STREAMLETS and self.owner is not None and self.section in STREAMLET_SETTINGS and not self.rest
 
     def is_runtime(self, section: str) -> bool:

@@ -49,6 +49,14 @@ count, here that count would lose capacity without saving a wave). Real-Time Mod
 long-lived task per partition and needs a core for each (trigger.py): its count is fixed at
 ceil(partitions / cores) and the load does not move it.
 
+A micro-batch reports its records and busy time only when it finishes, so a window may hold
+none while one long batch drains a backlog (Spark's Kafka source reads everything there is unless
+`max-offsets-per-trigger` bounds it). Then the running batch's time so far
+(`MetricSample.running_seconds`) stands in: it reads at most the lag, so lag / running time is an
+upper bound of its rate, and a batch that has run longer than the catch-up duration asks for more
+executors (by at most `max_scale_up_factor` a step) before it finishes. Flink needs no such
+bound: its busy time and record counts are continuous.
+
 Busy time of a micro-batch streamlet: the sum of its batches' `durationMs.addBatch` (the data
 processing, in monitor.QueryStats.add_batch_ms) over the window; `durationMs.triggerExecution`
 (the whole batch) would also count planning, offset fetching and the commit log, per-batch costs
@@ -272,6 +280,9 @@ class MetricSample:
     - `partitions`: inlet topic partitions it reads in parallel (distinct (topic, partition) of
       its InletLag rows).
     - `real_time`: its queries run in Real-Time Mode (a core per partition, fixed).
+    - `running_seconds`: how long its longest-running unfinished micro-batch has run (the metric
+      streamlets_batch_running_seconds; 0: none runs). Its records and busy time count only when
+      it finishes; until then this bounds its rate (evaluate).
     """
 
     at: float
@@ -282,6 +293,7 @@ class MetricSample:
     cores: int
     partitions: int
     real_time: bool = False
+    running_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -309,6 +321,7 @@ class Evaluation:
     executors: int
     cores: int
     partitions: int
+    running_seconds: float = 0.0  # the unfinished micro-batch whose time bounds true_rate (0: not used)
 
 
 class Hold(str, Enum):
@@ -428,19 +441,28 @@ def evaluate(samples: Sequence[MetricSample], settings: AutoscaleSettings, now: 
     input_rate = records / span
     arrival = max(0.0, input_rate + (last.lag - first.lag) / span)
     true_rate = records / busy_s if busy_s > 0 and records > 0 else math.nan
+    running = 0.0
+    if records == 0 and last.running_seconds > 0 and last.lag > 0:
+        # No micro-batch finished in the window, one is running: it reads at most the lag, so its
+        # rate is at most lag / its time so far (an upper bound: never more executors than it shows).
+        running = last.running_seconds
+        true_rate, busy_s = last.lag / running, min(span, running)
     lag_seconds = last.lag / arrival if arrival > 0 else (math.inf if last.lag > 0 else 0.0)
     target = target_rate(settings, arrival, last.lag, settings.target_utilization, True)
     return Evaluation(start=first.at, end=last.at, input_rate=input_rate, arrival_rate=arrival,
                       true_rate=true_rate, busy=busy_s / span, lag=last.lag, lag_seconds=lag_seconds,
                       backlogged=lag_seconds > settings.backlog_lag_threshold, target_rate=target,
                       utilization=arrival / true_rate if true_rate > 0 else math.nan,
-                      executors=last.executors, cores=last.cores, partitions=last.partitions)
+                      executors=last.executors, cores=last.cores, partitions=last.partitions,
+                      running_seconds=running)
 
 
 def _figures(e: Evaluation) -> str:
     """The evaluation as the reason text's second half."""
     lag = f"lag {e.lag} records" + (f" ({e.lag_seconds:.0f} s of input)" if math.isfinite(e.lag_seconds) else "")
     true = "n/a" if math.isnan(e.true_rate) else f"{e.true_rate:.1f}/s"
+    if e.running_seconds:
+        true = f"at most {true} (no micro-batch finished; one running {e.running_seconds:.0f} s)"
     util = "n/a" if math.isnan(e.utilization) else f"{e.utilization:.2f}"
     return (f"input {e.input_rate:.1f}/s, arrivals {e.arrival_rate:.1f}/s, capacity {true} on {e.executors} "
             f"executor(s) x {e.cores} core(s), busy {e.busy:.2f}, utilization {util}, {lag}, "

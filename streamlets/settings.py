@@ -13,7 +13,8 @@ what it needs from it:
   row, its default and description, checked by `Setting.normal`;
 - the runtime modules that act on them take their modes from here: streamlets.runtime.quarantine
   (on-failure), streamlets.runtime.exactly_once (delivery), streamlets.trigger (trigger),
-  streamlets.runtime.progress_tracking (progress-tracking).
+  streamlets.runtime.progress_tracking (progress-tracking), streamlets.runtime.context (max-offsets-per-trigger,
+  the Kafka source's maxOffsetsPerTrigger).
 
 Adding a setting is one row here, a field of the run config the runtime reads, and its behaviour.
 """
@@ -61,6 +62,18 @@ def progress_tracking_text(text: str) -> str:
     `sync`, `async` or `async <N> milliseconds`. Raises ValueError as parse_progress_tracking."""
     mode, interval_ms = parse_progress_tracking(text)
     return mode if interval_ms is None else f"{mode} {interval_ms} milliseconds"
+
+
+def records_text(text: str) -> str:
+    """A positive whole number of records in its normal text (`20000`; `20_000` and ` 20000 ` read
+    too). Raises ValueError saying what is accepted."""
+    try:
+        n = int(str(text).strip())
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"{text!r} is not a number of records: use a whole number of at least 1 (e.g. 20000)")
+    return str(n)
 
 
 def trigger_text(text: str) -> str:
@@ -138,5 +151,14 @@ PROGRESS_TRACKING = Setting(
     "streamlets only)",
     progress_tracking_text, r"^(sync|async|async [1-9][0-9]* milliseconds)$")
 
-SETTINGS: dict[str, Setting] = {s.key: s for s in (ON_FAILURE, DELIVERY, TRIGGER, PROGRESS_TRACKING)}
+MAX_OFFSETS_PER_TRIGGER = Setting(
+    "max-offsets-per-trigger", None, ("<records>",),
+    "most records a micro-batch reads, over all its inlet partitions (Spark's Kafka source option "
+    "maxOffsetsPerTrigger, split over the partitions by their lag); unset: everything there is. A backlog then "
+    "drains in micro-batches of bounded length, which the autoscaler measures as they finish "
+    "(streamlets.autoscale)",
+    records_text, r"^[1-9][0-9]*$")
+
+SETTINGS: dict[str, Setting] = {s.key: s for s in (ON_FAILURE, DELIVERY, TRIGGER, PROGRESS_TRACKING,
+                                                    MAX_OFFSETS_PER_TRIGGER)}
 BY_FIELD: dict[str, Setting] = {s.field: s for s in SETTINGS.values()}  # by run config field: `progress_tracking`

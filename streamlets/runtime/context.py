@@ -156,7 +156,8 @@ class StreamletContext:
                                     f"{where}, subject {schema_registry.subject(topic)} version {version} (id {schema_id})")
         name = self.source_name(INLET, inlet.name)
         self._source_topics[name] = topic
-        raw = self.transport.read_stream(self.spark, topic, self.run.max_offsets_per_trigger, name=name)
+        limit = self.run.max_offsets_per_trigger  # the setting's normal text: digits (streamlets.settings)
+        raw = self.transport.read_stream(self.spark, topic, int(limit) if limit else None, name=name)
         if not self.run.dry_run:
             from .quarantine import read_ledger, skip_quarantined
 

@@ -19,6 +19,7 @@ Labels: `app`, `streamlet`, `query` (the query name without the streamlet), `inl
 | streamlets_batch_duration_seconds | gauge | s | durationMs.triggerExecution (last batch) |
 | streamlets_processing_delay_seconds | gauge | s | durationMs.addBatch: the last batch's data processing |
 | streamlets_busy_seconds_total | counter | s | durationMs.addBatch of every batch, summed (streamlets.autoscale's busy time) |
+| streamlets_batch_running_seconds | gauge | s | how long the running micro-batch has run (its first Spark stage's submission; 0: none) |
 | streamlets_last_progress_timestamp_seconds | gauge | Unix s | when the last progress report arrived |
 | streamlets_watermark_timestamp_seconds | gauge | Unix s | eventTime.watermark (queries with one) |
 | streamlets_state_rows | gauge | rows | stateOperators.numRowsTotal, summed |
@@ -74,6 +75,8 @@ QUERY_FAMILIES: tuple[tuple[str, type[CounterMetricFamily] | type[GaugeMetricFam
      "The last micro-batch's data processing time (durationMs.addBatch), seconds."),
     ("busy_total", CounterMetricFamily, "streamlets_busy_seconds",
      "Data processing time of every micro-batch since the query started (durationMs.addBatch summed), seconds."),
+    ("running", GaugeMetricFamily, "streamlets_batch_running_seconds",
+     "How long the running micro-batch has run (since its first Spark stage's submission), seconds; 0: none runs."),
     ("last", GaugeMetricFamily, "streamlets_last_progress_timestamp_seconds", "When the query last reported progress, Unix seconds."),
     ("watermark", GaugeMetricFamily, "streamlets_watermark_timestamp_seconds", "The query's event-time watermark, Unix seconds."),
     ("state_rows", GaugeMetricFamily, "streamlets_state_rows", "Rows in the query's state stores."),
@@ -167,6 +170,7 @@ class RuntimeCollector(Collector):
         runtime = self.runtime
         stats = dict(runtime.monitor.stats)
         active = {q.name: q.isActive for q in runtime.queries()}
+        running = self._running(active)
         for name, s in sorted(stats.items()):
             labels = [app, s.streamlet, s.query]
             query_metrics["records_in_total"].add_metric(labels, s.input_rows)
@@ -177,6 +181,7 @@ class RuntimeCollector(Collector):
             query_metrics["duration"].add_metric(labels, s.batch_duration_ms / 1000)
             query_metrics["delay"].add_metric(labels, s.add_batch_ms / 1000)
             query_metrics["busy_total"].add_metric(labels, s.busy_seconds)
+            query_metrics["running"].add_metric(labels, running.get(name, 0.0))
             if s.last_progress:
                 query_metrics["last"].add_metric(labels, s.last_progress)
             watermark = _unix_seconds(s.watermark)
@@ -199,6 +204,24 @@ class RuntimeCollector(Collector):
         yield quarantined
         yield from self._executors()
         yield from self._kafka(stats)
+
+    def _running(self, active: dict[str, bool]) -> dict[str, float]:
+        """Seconds each active query's running micro-batch has run, by query name (monitor:
+        running_batch_started, ProgressMonitor.running_batch_seconds). A query whose session does
+        not answer is left out."""
+        from .monitor import running_batch_started
+
+        out: dict[str, float] = {}
+        now = time.time()
+        for streamlet, ctx in self.runtime.contexts.items():
+            try:
+                for q in ctx.queries:
+                    if active.get(q.name):
+                        started = running_batch_started(ctx.spark, str(q.runId))
+                        out[q.name] = self.runtime.monitor.running_batch_seconds(q.name, started, now)
+            except Exception as e:  # a session or query stopping: no figure this time
+                log.debug("running micro-batch of %s: %s", streamlet, e)
+        return out
 
     def _executors(self) -> Iterator[Metric]:
         """Each streamlet's executors and their task slots (its driver's: streamlets sharing a

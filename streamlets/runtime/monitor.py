@@ -92,6 +92,9 @@ class QueryStats:
     add_batch_ms: int = 0  # the last micro-batch's processing of its data (durationMs.addBatch)
     # every micro-batch's addBatch summed, seconds: how busy the query was (the autoscaler's busy time)
     busy_seconds: float = 0.0
+    # when the running micro-batch started (Unix s, its first Spark stage seen: running_batch_started), None
+    # when none is known to run; cleared by the batch's progress report
+    running_since: float | None = None
     # Kafka offsets the query has processed up to (its last batch's end offsets): topic -> partition -> offset
     end_offsets: dict[str, dict[int, int]] = field(default_factory=dict)
     last_batch_id: int = -1
@@ -158,6 +161,17 @@ class ProgressMonitor(StreamingQueryListener):
                         for k, v in parts.items():
                             known[int(k)] = max(known.get(int(k), 0), int(v))
 
+    def running_batch_seconds(self, name: str, started: float | None, now: float) -> float:
+        """Seconds the micro-batch of query `name` has been running at `now` (Unix s): from the
+        earliest start seen for it (`started`: running_batch_started at this call, None when no job
+        of the query runs now, e.g. between two jobs of one batch) until its progress report; 0 when
+        none is known to run."""
+        stats = self._entry(name)
+        with self._lock:
+            if started is not None and (stats.running_since is None or started < stats.running_since):
+                stats.running_since = started
+            return max(0.0, now - stats.running_since) if stats.running_since is not None else 0.0
+
     def onQueryStarted(self, event) -> None:
         """Spark's listener event: the query's name is recorded by id and its status becomes running."""
         self._names[str(event.id)] = event.name or "unnamed"
@@ -215,6 +229,7 @@ class ProgressMonitor(StreamingQueryListener):
         stats.batch_duration_ms = int(durations.get("triggerExecution") or 0)
         stats.add_batch_ms = int(durations.get("addBatch") or 0)
         stats.busy_seconds += stats.add_batch_ms / 1000
+        stats.running_since = None  # the batch that ran is this one
         stats.last_batch_id = p.batchId
         stats.last_progress = time.time()
         stats.status = "running"
@@ -245,6 +260,30 @@ class ProgressMonitor(StreamingQueryListener):
                 if end is not None:
                     start = offsets_for(read.topic, src.startOffset)
                     self.dead_letters.submit(ScanRequest(read, reg.checkpoint(stats.query), start, end, malformed))
+
+
+def running_batch_started(spark, run_id: str) -> float | None:
+    """When the running micro-batch of the query run `run_id` started, Unix seconds: the earliest
+    submission of a stage of its running jobs (Spark runs a query's jobs in the job group of its
+    run id, StreamExecution.runStream's setJobGroup; Spark's status tracker has the stages, their
+    submission in milliseconds). None when no job of it runs now."""
+    sc = spark.sparkContext
+    tracker = sc._jsc.statusTracker()  # JavaSparkStatusTracker: None for what it no longer holds
+    active = [int(j) for j in tracker.getActiveJobIds()]
+    if not active:
+        return None
+    # the group's job ids as one text, not one py4j call per id (up to spark.ui.retainedJobs of them)
+    text = str(sc._jvm.java.util.Arrays.toString(tracker.getJobIdsForGroup(run_id)))
+    mine = set(active) & {int(j) for j in text.strip("[]").split(",") if j.strip()}
+    earliest: float | None = None
+    for job in mine:
+        info = tracker.getJobInfo(job)
+        for stage in (info.stageIds() if info is not None else []):
+            stage_info = tracker.getStageInfo(int(stage))
+            submitted = stage_info.submissionTime() if stage_info is not None else 0
+            if submitted > 0 and (earliest is None or submitted / 1000 < earliest):
+                earliest = submitted / 1000
+    return earliest
 
 
 def _rate(value: float | None) -> float:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from ..kafka_security import KafkaConnection, KafkaSecurity
 from ..schema_registry import SchemaRegistry, SchemaRegistryError
-from ..settings import BY_FIELD, DELIVERY, ON_FAILURE, PROGRESS_TRACKING, TRIGGER, Setting
+from ..settings import BY_FIELD, DELIVERY, MAX_OFFSETS_PER_TRIGGER, ON_FAILURE, PROGRESS_TRACKING, TRIGGER, Setting
 from .layout import StateLayout
 
 # The driver's Prometheus endpoint (streamlets.runtime.metrics, served by streamlets.driver): the
@@ -92,7 +92,7 @@ class StreamletRunConfig(BaseModel):
     trigger_interval: str | None = Field(default=None, description="Spark processingTime trigger, e.g. '1 second'; None: as fast as possible")
     trigger: str | None = _setting(TRIGGER)
     available_now: bool = Field(default=False, description="process what is there, then stop (Trigger.AvailableNow)")
-    max_offsets_per_trigger: int | None = Field(default=None, description="Kafka source maxOffsetsPerTrigger (records per micro-batch)")
+    max_offsets_per_trigger: str | None = _setting(MAX_OFFSETS_PER_TRIGGER)
     spark_conf: dict[str, str] = Field(default_factory=dict)
     delivery: str = _setting(DELIVERY)
     progress_tracking: str = _setting(PROGRESS_TRACKING)
@@ -116,9 +116,9 @@ class StreamletRunConfig(BaseModel):
     dry_run: bool = Field(default=False, description="check against the checkpoint only: every sink is Spark's noop "
                           "sink, one micro-batch (trigger once), no dead letters (the restore check)")
 
-    @field_validator(*BY_FIELD)
+    @field_validator(*BY_FIELD, mode="before")
     @classmethod
-    def _setting_value(cls, value: str | None, info: ValidationInfo) -> str | None:
+    def _setting_value(cls, value: Any, info: ValidationInfo) -> str | None:
         # streamlets.settings: the value in its normal text; ValueError: pydantic's ValidationError names the field
         return None if value is None else BY_FIELD[str(info.field_name)].normal(value)
 

@@ -427,3 +427,29 @@ def test_a_recorded_burst_scaled_in_place_restarts_the_window_then_waits_to_scal
     lags = {round(s["at"] - data["samples"][0]["at"]): s["lag"] for s in data["samples"]}
     assert all(lags[round(t)] == 0 for t, d in decisions if d.wanted is not None and d.wanted < d.current)
     assert [e["reason"] for e in data["events"]] == ["Autoscaled"] and "enrich: 1 -> 3" in data["events"][0]["message"]
+
+
+def long_batch(running_from: float, lag: int, *, until: float = 600, executors: int = 1) -> list[MetricSample]:
+    """Samples every 15 s of a streamlet whose one micro-batch has run since `running_from` and not
+    finished (records and busy time stand still), `lag` records behind."""
+    return [MetricSample(at=t, records=1000, busy_seconds=20.0, lag=lag, executors=executors, cores=1, partitions=6,
+                         running_seconds=max(0.0, t - running_from)) for t in range(0, int(until), 15)]
+
+
+def test_a_micro_batch_running_longer_than_the_catch_up_scales_up_before_it_finishes():
+    """No batch finished in the window: lag / the running batch's time bounds its rate from above."""
+    settings = AutoscaleSettings(stabilization_interval=30, metrics_window=60, catch_up_duration=30,
+                                 max_executors=3, max_scale_up_factor=2.0)
+    samples = long_batch(running_from=400, lag=60_000)  # at 585: 185 s running, at most 324/s
+    decision, _ = decide(samples, settings, AutoscalerState(), now=samples[-1].at)
+    assert decision.direction == "up" and decision.target == 3, decision.reason
+    assert "no micro-batch finished; one running 185 s" in decision.reason
+    assert decision.evaluation is not None and decision.evaluation.busy == 1.0
+    # The same batch running for less than the catch-up duration drains the lag in time: no change
+    samples = long_batch(running_from=565, lag=60_000)
+    decision, _ = decide(samples, settings, AutoscalerState(), now=samples[-1].at)
+    assert not decision.changes and decision.direction == "none", decision.reason
+    # Without the running time, the same window is "no busy time measured"
+    frozen = [MetricSample(**{**s.__dict__, "running_seconds": 0.0}) for s in long_batch(400, 60_000)]
+    decision, _ = decide(frozen, settings, AutoscalerState(), now=frozen[-1].at)
+    assert not decision.changes and "no busy time measured" in decision.reason

@@ -592,6 +592,23 @@ def test_progress_tracking_reaches_the_run_config(tmp_path):
         "exactly-once" in err, err
 
 
+
+def test_max_offsets_per_trigger_reaches_the_run_config(tmp_path):
+    """streamlets.<name>.max-offsets-per-trigger: a whole number of records in the resource (checked
+    by the CRD's pattern) and the run config; a bad value is one line naming it."""
+    from streamlets_operator.render import run_config
+
+    resource = built(conf=[write(tmp_path, "deploy.conf", "streamlets.enrich.max-offsets-per-trigger = 20000\n")])
+    assert schema_errors(resource) == []
+    assert streamlet(resource, "enrich")["maxOffsetsPerTrigger"] == "20000"
+    assert run_config(resource["spec"], streamlet(resource, "enrich"))["max_offsets_per_trigger"] == "20000"
+    assert run_config(resource["spec"], streamlet(resource, "stats"))["max_offsets_per_trigger"] is None
+    bad = copy.deepcopy(resource)
+    streamlet(bad, "enrich")["maxOffsetsPerTrigger"] = "0"
+    assert any("maxOffsetsPerTrigger" in e for e in schema_errors(bad))
+    code, _, err = build(conf=[write(tmp_path, "bad.conf", "streamlets.enrich.max-offsets-per-trigger = many\n")])
+    assert code != 0 and "'many' is not a number of records" in err, err
+
 # --- Real-Time Mode: the flight-alerts example (examples/flight-delays/realtime.yaml) ----------
 
 REALTIME = BLUEPRINT.parent / "realtime.yaml"

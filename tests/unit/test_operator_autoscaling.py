@@ -50,6 +50,12 @@ def test_a_page_is_a_metric_sample_of_its_streamlet():
     assert (s.at, s.records, s.busy_seconds, s.lag, s.executors, s.cores, s.partitions, s.real_time) == \
         (5.0, 1000, pytest.approx(20.0), 40, 2, 2, 3, False)
     assert metric_sample(parse_text(page(1, 1, {0: 0}, executors=None)), "enrich", at=0) is None
+    # the longest-running unfinished micro-batch of its queries
+    running = ('streamlets_batch_running_seconds{app="fd",query="joined",streamlet="enrich"} 42.5\n'
+               'streamlets_batch_running_seconds{app="fd",query="late",streamlet="enrich"} 3\n'
+               'streamlets_batch_running_seconds{app="fd",query="x",streamlet="stats"} 99\n')
+    assert s.running_seconds == 0.0
+    assert metric_sample(parse_text(text + running), "enrich", at=5.0).running_seconds == 42.5
 
 
 class Cluster:

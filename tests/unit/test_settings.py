@@ -50,3 +50,14 @@ def test_every_setting_has_doc_and_values(key):
     assert s.doc and s.values and (s.choices is None) == (s.parse is not None) == (s.pattern is not None)
     if s.default is not None:
         assert s.normal(s.default) == s.default
+
+
+def test_max_offsets_per_trigger_is_a_number_of_records_that_reaches_the_kafka_source():
+    assert setting_value("max-offsets-per-trigger", " 20000 ") == "20000"
+    for bad in ("0", "-5", "lots", "1.5"):
+        with pytest.raises(ValueError, match=f"{bad!r} is not a number of records"):
+            setting_value("max-offsets-per-trigger", bad)
+    run = StreamletRunConfig(app_id="a", streamlet="s", class_name="m.C", checkpoint_root="/c",
+                             max_offsets_per_trigger=300)
+    assert run.max_offsets_per_trigger == "300"
+    assert StreamletRunConfig(app_id="a", streamlet="s", class_name="m.C", checkpoint_root="/c").max_offsets_per_trigger is None
