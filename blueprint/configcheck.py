@@ -606,9 +606,9 @@ def _check_streamlet_entry(r: Resolved, e: Entry, problem) -> list[Problem]:
         try:
             value = setting_value(setting, e.value)
         except ValueError as err:
-            # a choice: its values as the hint; a free form's message already says what it accepts
-            choices = SETTINGS[setting].choices
-            return problem("invalid-config-value", str(err), f"use one of {', '.join(choices)}" if choices else None)
+            forms = STREAMLET_SETTINGS[setting]
+            return problem("invalid-config-value", str(err),
+                           f"use one of {', '.join(forms)}" if len(forms) > 1 else f"use {forms[0]}")
         edges = _edges_from(r, name) if (setting, value) == (DELIVERY, AT_LEAST_ONCE) else []
         if edges:
             return problem("at-least-once-edge", _at_least_once(edges, "delivery at-least-once"),
