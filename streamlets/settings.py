@@ -153,8 +153,8 @@ PROGRESS_TRACKING = Setting(
 
 MAX_OFFSETS_PER_TRIGGER = Setting(
     "max-offsets-per-trigger", None, ("<records>",),
-    "most records a micro-batch reads, over all its inlet partitions (Spark's Kafka source option "
-    "maxOffsetsPerTrigger, split over the partitions by their lag); unset: everything there is. A backlog then "
+    "most records a micro-batch reads from each inlet (Spark's Kafka source option maxOffsetsPerTrigger, one "
+    "per inlet, split over its topic's partitions by their lag); unset: everything there is. A backlog then "
     "drains in micro-batches of bounded length, which the autoscaler measures as they finish "
     "(streamlets.autoscale)",
     records_text, r"^[1-9][0-9]*$")
