@@ -1,6 +1,6 @@
 """Time to drain a burst with and without autoscaling, on the e2e cluster (issue 31).
 
-    python bench/bench_autoscale.py [--burst 2,3,4,5,6,7] [--warm-up 1] [--cpu 100m] [--rounds 1]
+    python bench/bench_autoscale.py [--burst 2,3,4,5,6,7] [--warm-up 1] [--cpu 100m] [--rounds 1] [--feed burst]
 
 Runs tests/e2e/test_flight_delays_claim.py (a real cluster of two nodes, the Spark Operator, our
 operator, flight-delays deployed as a user would; STREAMLETS_CLUSTER_NODES=2, root) once with
@@ -14,7 +14,11 @@ run's figures and `ratio = passive seconds / active seconds` (above 1: autoscali
 faster); writes bench/results/autoscale.json.
 
 Both modes run the autoscaler's test settings (intervals of seconds: the module's AUTOSCALING),
-the peer being the same application at its documented default of one executor.
+the peer being the same application at its documented default of one executor. `--feed steady` or
+`oscillating` feeds the burst's months at the module's set pace instead of at once
+(STREAMLETS_E2E_FEED); with STREAMLETS_E2E_RECORD=<folder> each run also saves the operator's
+samples of enrich as <folder>/e2e-<feed>-<mode>.json (the recorded series of
+tests/unit/test_autoscale.py).
 """
 
 from __future__ import annotations
@@ -32,9 +36,9 @@ REPO = Path(__file__).resolve().parents[1]
 MODULE = "tests/e2e/test_flight_delays_claim.py"
 
 
-def run(mode: str, burst: str, warm_up: str, cpu: str) -> dict:
+def run(mode: str, burst: str, warm_up: str, cpu: str, feed: str) -> dict:
     """One run of the e2e module in `mode`; its BENCH figures."""
-    env = {**os.environ, "STREAMLETS_E2E_AUTOSCALING": mode, "STREAMLETS_E2E_BURST": burst,
+    env = {**os.environ, "STREAMLETS_E2E_AUTOSCALING": mode, "STREAMLETS_E2E_BURST": burst, "STREAMLETS_E2E_FEED": feed,
            "STREAMLETS_E2E_WARM_UP": warm_up, "STREAMLETS_E2E_ENRICH_CPU": cpu,
            "STREAMLETS_CLUSTER_NODES": os.environ.get("STREAMLETS_CLUSTER_NODES", "2")}
     started = time.monotonic()
@@ -54,11 +58,13 @@ def main() -> None:
     parser.add_argument("--warm-up", default="1", help="months fed and drained first (default: January)")
     parser.add_argument("--cpu", default="100m", help="CPU limit of each enrich executor (default 100m)")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--feed", choices=("burst", "steady", "oscillating"), default="burst",
+                        help="the burst's months at once (default), or at the e2e module's set pace")
     args = parser.parse_args()
     runs: dict[str, list[dict]] = {"passive": [], "active": []}
     for r in range(args.rounds):
         for mode in (("passive", "active") if r % 2 == 0 else ("active", "passive")):
-            figures = run(mode, args.burst, args.warm_up, args.cpu)
+            figures = run(mode, args.burst, args.warm_up, args.cpu, args.feed)
             runs[mode].append(figures)
             print(f"round {r + 1} {mode:8s} drained in {figures['drained_s']:7.1f} s, enrich's executors at most "
                   f"{figures['peak_executors']}, events: {len(figures['events'])}", flush=True)

@@ -58,15 +58,22 @@ executors (by at most `max_scale_up_factor` a step) before it finishes. Flink ne
 bound: its busy time and record counts are continuous.
 
 Busy time of a micro-batch streamlet: the sum of its batches' `durationMs.addBatch` (the data
-processing, in monitor.QueryStats.add_batch_ms) over the window; `durationMs.triggerExecution`
-(the whole batch) would also count planning, offset fetching and the commit log, per-batch costs
-that executors do not shorten. The wall time between batches is no busy measure: with Spark's
-default trigger batches run back to back whenever data arrives, so a nearly idle streamlet looks
-always busy. True rate = records processed / busy seconds. The fixed part of addBatch (task
-scheduling, tens of ms a batch) still counts as busy, so at very low rates the utilization is
-overestimated: it errs towards more executors, never towards too few. Flink's other refinements
-(observed true processing rate while catching up, scaling-effectiveness detection, observed
-scalability, memory tuning, excluded periods) are not here.
+processing, in monitor.QueryStats.add_batch_ms) over the window, less each batch's fixed cost;
+`durationMs.triggerExecution` (the whole batch) would also count planning, offset fetching and the
+commit log, per-batch costs that executors do not shorten. The wall time between batches is no
+busy measure: with Spark's default trigger batches run back to back whenever data arrives, so a
+nearly idle streamlet looks always busy. Nor is addBatch alone: it holds a cost every batch pays
+whatever its records (job submission, task launch, a stateful operator's state store partitions),
+and since batches run back to back and grow with the input, that cost fills the time between them
+at 1,000 records/s as at 10,000 (bench/README.md's bench_latency: addBatch 40 and 44 ms a batch).
+So each query's driver estimates its batches' fixed cost from the recent ones (`batch_fixed_cost`,
+a line addBatch = fixed + records x per-record fitted robustly; 0 until the batches differ enough
+in size to tell) and counts it apart (MetricSample.overhead_seconds); busy time is what is left,
+the time that grows with the records. True rate = records processed / that busy time: the rate at
+which more input is absorbed when batches grow. While backlogged the whole addBatch counts (a fixed
+cost misjudged as too large must not hide a backlog's need). Flink's other refinements (observed
+true processing rate while catching up, scaling-effectiveness detection, observed scalability,
+memory tuning, excluded periods) are not here.
 """
 
 from __future__ import annotations
@@ -76,7 +83,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
-from itertools import pairwise
+from itertools import combinations, pairwise
+from statistics import median
 from typing import Any, Literal
 
 from .errors import ConfigError
@@ -283,6 +291,9 @@ class MetricSample:
     - `running_seconds`: how long its longest-running unfinished micro-batch has run (the metric
       streamlets_batch_running_seconds; 0: none runs). Its records and busy time count only when
       it finishes; until then this bounds its rate (evaluate).
+    - `overhead_seconds`: the part of busy_seconds that was its batches' fixed cost (each batch's
+      batch_fixed_cost at its end, at most its addBatch: monitor.QueryStats.overhead_seconds, the
+      metric streamlets_batch_overhead_seconds_total); busy time less it grows with the records.
     """
 
     at: float
@@ -294,6 +305,29 @@ class MetricSample:
     partitions: int
     real_time: bool = False
     running_seconds: float = 0.0
+    overhead_seconds: float = 0.0
+
+
+# batch_fixed_cost: how many recent micro-batches it fits, and the fewest it fits at all
+FIXED_COST_BATCHES = 40
+FIXED_COST_MIN_BATCHES = 8
+
+
+def batch_fixed_cost(batches: Sequence[tuple[int, float]]) -> float:
+    """Seconds of a micro-batch's data processing (durationMs.addBatch) that do not grow with its
+    records, from recent batches as (records, addBatch seconds) pairs: the intercept of the line
+    seconds = fixed + records x per-record, fitted by Theil-Sen (the median of the pairwise slopes,
+    then the median intercept), which a few batches slowed by a garbage collection or a cold
+    executor do not move. 0 with fewer than FIXED_COST_MIN_BATCHES batches or when they all read as
+    many records (no slope to tell the parts apart); at most the smallest batch's seconds."""
+    if len(batches) < FIXED_COST_MIN_BATCHES:
+        return 0.0
+    slopes = [(d2 - d1) / (n2 - n1) for (n1, d1), (n2, d2) in combinations(batches, 2) if n1 != n2]
+    if not slopes:
+        return 0.0
+    per_record = max(0.0, median(slopes))
+    fixed = median(d - per_record * n for n, d in batches)
+    return max(0.0, min(fixed, min(d for _, d in batches)))
 
 
 @dataclass(frozen=True)
@@ -302,8 +336,9 @@ class Evaluation:
 
     `input_rate`: records read per second; `arrival_rate`: records written to its inlets per
     second (input rate plus the lag's growth, Flink's ingestion rate); `true_rate`: records per
-    busy second (NaN with no busy time); `busy`: busy seconds per second; `lag`: the last sample's
-    lag, `lag_seconds`: it in seconds of arrivals (inf when nothing arrives); `backlogged`:
+    busy second (NaN with no busy time; inf when all of it was the batches' fixed cost); `busy`:
+    busy seconds per second, the fixed cost left out (`overhead`: it per second); `lag`: the last
+    sample's lag, `lag_seconds`: it in seconds of arrivals (inf when nothing arrives); `backlogged`:
     lag_seconds above the backlog threshold; `target_rate`: the capacity asked for at the target
     utilization (catch-up and restart terms included); `utilization`: arrival rate over true rate."""
 
@@ -322,6 +357,7 @@ class Evaluation:
     cores: int
     partitions: int
     running_seconds: float = 0.0  # the unfinished micro-batch whose time bounds true_rate (0: not used)
+    overhead: float = 0.0  # the batches' fixed cost, seconds per second, left out of busy
 
 
 class Hold(str, Enum):
@@ -367,7 +403,8 @@ class AutoscalerState:
     """What the decisions remember between calls (the operator can keep it in the status):
     `scale_down_since`: when the pending scale-down was first asked for (None: none pending);
     `scale_down_asks`: (time, executors) of the asks within the scale-down interval that can still
-    be the most asked for, fewer executors the later (Flink's DelayedScaleDown)."""
+    be the most asked for, fewer executors the later (Flink's DelayedScaleDown). A new run (the
+    executors changed, whoever changed them, or the driver restarted) voids them."""
 
     scale_down_since: float | None = None
     scale_down_asks: tuple[tuple[float, int], ...] = ()
@@ -392,6 +429,17 @@ def aligned_executors(wanted: int, partitions: int, cores: int) -> int:
     return min(cap, math.ceil(partitions / (waves * cores)))
 
 
+def _changed_at(samples: Sequence[MetricSample]) -> float | None:
+    """When the last run among `samples` started: the executors changed or a counter dropped (a
+    restarted process); None when none did."""
+    changed = None
+    for before, after in pairwise(samples):
+        if (after.executors != before.executors or after.records < before.records
+                or after.busy_seconds < before.busy_seconds):
+            changed = after.at
+    return changed
+
+
 def _window(samples: Sequence[MetricSample], settings: AutoscaleSettings, now: float
             ) -> tuple[float, float | None, list[MetricSample]]:
     """(when the current run is stable, when its metric window is full (None: no sample since it
@@ -399,12 +447,8 @@ def _window(samples: Sequence[MetricSample], settings: AutoscaleSettings, now: f
     or at a counter drop (a restarted process); it is stable a stabilization interval later, and
     its window is full a metric window after its first stable sample (Flink's
     ScalingMetricCollector)."""
-    run_start = samples[0].at
-    for before, after in pairwise(samples):
-        if (after.executors != before.executors or after.records < before.records
-                or after.busy_seconds < before.busy_seconds):
-            run_start = after.at
-    stable = run_start + settings.stabilization_interval
+    changed = _changed_at(samples)
+    stable = (samples[0].at if changed is None else changed) + settings.stabilization_interval
     after_stable = [s for s in samples if s.at >= stable]
     full_at = after_stable[0].at + settings.metrics_window if after_stable else None
     return stable, full_at, [s for s in after_stable if s.at >= now - settings.metrics_window]
@@ -437,35 +481,44 @@ def evaluate(samples: Sequence[MetricSample], settings: AutoscaleSettings, now: 
     if span <= 0:
         return None
     records = last.records - first.records
-    busy_s = last.busy_seconds - first.busy_seconds
     input_rate = records / span
     arrival = max(0.0, input_rate + (last.lag - first.lag) / span)
-    true_rate = records / busy_s if busy_s > 0 and records > 0 else math.nan
+    lag_seconds = last.lag / arrival if arrival > 0 else (math.inf if last.lag > 0 else 0.0)
+    backlogged = lag_seconds > settings.backlog_lag_threshold
+    busy_s = last.busy_seconds - first.busy_seconds
+    # the batches' fixed cost apart (none while backlogged: the whole addBatch counts)
+    overhead = 0.0 if backlogged else min(busy_s, max(0.0, last.overhead_seconds - first.overhead_seconds))
+    busy_s -= overhead
+    if records > 0 and busy_s > 0:
+        true_rate = records / busy_s
+    else:  # no records: not measured; records but only fixed cost: no measurable per-record cost
+        true_rate = math.inf if records > 0 and overhead > 0 else math.nan
     running = 0.0
     if records == 0 and last.running_seconds > 0 and last.lag > 0:
         # No micro-batch finished in the window, one is running: it reads at most the lag, so its
         # rate is at most lag / its time so far (an upper bound: never more executors than it shows).
         running = last.running_seconds
         true_rate, busy_s = last.lag / running, min(span, running)
-    lag_seconds = last.lag / arrival if arrival > 0 else (math.inf if last.lag > 0 else 0.0)
     target = target_rate(settings, arrival, last.lag, settings.target_utilization, True)
     return Evaluation(start=first.at, end=last.at, input_rate=input_rate, arrival_rate=arrival,
                       true_rate=true_rate, busy=busy_s / span, lag=last.lag, lag_seconds=lag_seconds,
-                      backlogged=lag_seconds > settings.backlog_lag_threshold, target_rate=target,
+                      backlogged=backlogged, target_rate=target,
                       utilization=arrival / true_rate if true_rate > 0 else math.nan,
                       executors=last.executors, cores=last.cores, partitions=last.partitions,
-                      running_seconds=running)
+                      running_seconds=running, overhead=overhead / span)
 
 
 def _figures(e: Evaluation) -> str:
     """The evaluation as the reason text's second half."""
     lag = f"lag {e.lag} records" + (f" ({e.lag_seconds:.0f} s of input)" if math.isfinite(e.lag_seconds) else "")
-    true = "n/a" if math.isnan(e.true_rate) else f"{e.true_rate:.1f}/s"
+    true = ("n/a" if math.isnan(e.true_rate) else "unbounded (only the batches' fixed cost measured)"
+            if math.isinf(e.true_rate) else f"{e.true_rate:.1f}/s")
     if e.running_seconds:
         true = f"at most {true} (no micro-batch finished; one running {e.running_seconds:.0f} s)"
     util = "n/a" if math.isnan(e.utilization) else f"{e.utilization:.2f}"
+    fixed = f" (+{e.overhead:.2f} fixed per batch)" if e.overhead else ""
     return (f"input {e.input_rate:.1f}/s, arrivals {e.arrival_rate:.1f}/s, capacity {true} on {e.executors} "
-            f"executor(s) x {e.cores} core(s), busy {e.busy:.2f}, utilization {util}, {lag}, "
+            f"executor(s) x {e.cores} core(s), busy {e.busy:.2f}{fixed}, utilization {util}, {lag}, "
             f"target rate {e.target_rate:.1f}/s, {e.partitions} partition(s)")
 
 
@@ -495,6 +548,9 @@ def decide(samples: Sequence[MetricSample], settings: AutoscaleSettings, state: 
         return result(need, need, None, text, None, AutoscalerState())
 
     stable, full_at, _ = _window(samples, settings, now)
+    changed = _changed_at(samples)
+    if state.scale_down_since is not None and changed is not None and state.scale_down_since < changed:
+        state = AutoscalerState()  # asked for before the executors changed (or the driver restarted): void
     if now < stable:
         return result(current, None, Hold.STABILIZING,
                       f"stabilizing after the last change or start until {stable - now:.0f} s from now", None, state)
@@ -556,7 +612,8 @@ def decide(samples: Sequence[MetricSample], settings: AutoscaleSettings, state: 
     # only the asks that can still be the most asked for: a later ask of as many or more outlasts an
     # earlier one in the interval (a sliding-window maximum), so at most one ask per executor count
     asks = (*(a for a in state.scale_down_asks if a[0] >= window_start - 1e-9 and a[1] > wanted), (now, wanted))
-    why = (f"capacity {'idle' if idle else f'{ev.true_rate:.1f}/s'} above {down_at:.1f}/s "
+    capacity = "idle" if idle else "unbounded" if math.isinf(ev.true_rate) else f"{ev.true_rate:.1f}/s"
+    why = (f"capacity {capacity} above {down_at:.1f}/s "
            f"(utilization {settings.utilization_min})")
     if now - since < settings.scale_down_interval:
         return result(current, wanted, Hold.SCALE_DOWN_DELAY,

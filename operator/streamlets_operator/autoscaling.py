@@ -48,12 +48,13 @@ EVENT_REPEAT = 30 * 60.0  # seconds before the same passive recommendation is an
 
 def metric_sample(samples: Iterable[Sample], streamlet: str, at: float, real_time: bool = False) -> MetricSample | None:
     """A streamlet's MetricSample from its driver's page (streamlets.runtime.metrics): records =
-    Σ streamlets_records_in_total, busy = Σ streamlets_busy_seconds_total over its queries, running =
+    Σ streamlets_records_in_total, busy = Σ streamlets_busy_seconds_total and overhead =
+    Σ streamlets_batch_overhead_seconds_total over its queries, running =
     the most streamlets_batch_running_seconds of them; lag =
     Σ streamlets_consumer_lag_records and partitions = the distinct (topic, partition) of those;
     executors and cores from streamlets_executors and streamlets_executor_cores. None when the page
     has no executor gauge (a driver image older than them)."""
-    records = busy = running = 0.0
+    records = busy = overhead = running = 0.0
     lags: dict[tuple[str, str], float] = {}
     executors = cores = None
     for s in samples:
@@ -63,6 +64,8 @@ def metric_sample(samples: Iterable[Sample], streamlet: str, at: float, real_tim
             records += s.value
         elif s.name == "streamlets_busy_seconds_total":
             busy += s.value
+        elif s.name == "streamlets_batch_overhead_seconds_total":
+            overhead += s.value
         elif s.name == "streamlets_batch_running_seconds":
             running = max(running, s.value)  # its longest-running micro-batch
         elif s.name == "streamlets_consumer_lag_records":
@@ -76,7 +79,7 @@ def metric_sample(samples: Iterable[Sample], streamlet: str, at: float, real_tim
         return None
     return MetricSample(at=at, records=int(records), busy_seconds=busy, lag=int(sum(lags.values())),
                         executors=executors, cores=max(1, cores), partitions=len(lags), real_time=real_time,
-                        running_seconds=running)
+                        running_seconds=running, overhead_seconds=overhead)
 
 
 def _finite(value: float | None, digits: int = 3) -> float | None:

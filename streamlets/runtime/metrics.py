@@ -19,6 +19,7 @@ Labels: `app`, `streamlet`, `query` (the query name without the streamlet), `inl
 | streamlets_batch_duration_seconds | gauge | s | durationMs.triggerExecution (last batch) |
 | streamlets_processing_delay_seconds | gauge | s | durationMs.addBatch: the last batch's data processing |
 | streamlets_busy_seconds_total | counter | s | durationMs.addBatch of every batch, summed (streamlets.autoscale's busy time) |
+| streamlets_batch_overhead_seconds_total | counter | s | the part of busy seconds that was each batch's fixed cost (autoscale.batch_fixed_cost) |
 | streamlets_batch_running_seconds | gauge | s | how long the running micro-batch has run (its first Spark stage's submission; 0: none) |
 | streamlets_last_progress_timestamp_seconds | gauge | Unix s | when the last progress report arrived |
 | streamlets_watermark_timestamp_seconds | gauge | Unix s | eventTime.watermark (queries with one) |
@@ -75,6 +76,9 @@ QUERY_FAMILIES: tuple[tuple[str, type[CounterMetricFamily] | type[GaugeMetricFam
      "The last micro-batch's data processing time (durationMs.addBatch), seconds."),
     ("busy_total", CounterMetricFamily, "streamlets_busy_seconds",
      "Data processing time of every micro-batch since the query started (durationMs.addBatch summed), seconds."),
+    ("overhead_total", CounterMetricFamily, "streamlets_batch_overhead_seconds",
+     "The part of busy seconds that was each micro-batch's fixed cost, not growing with its records (estimated "
+     "from the recent batches' records and addBatch), seconds."),
     ("running", GaugeMetricFamily, "streamlets_batch_running_seconds",
      "How long the running micro-batch has run (since its first Spark stage's submission), seconds; 0: none runs."),
     ("last", GaugeMetricFamily, "streamlets_last_progress_timestamp_seconds", "When the query last reported progress, Unix seconds."),
@@ -181,6 +185,7 @@ class RuntimeCollector(Collector):
             query_metrics["duration"].add_metric(labels, s.batch_duration_ms / 1000)
             query_metrics["delay"].add_metric(labels, s.add_batch_ms / 1000)
             query_metrics["busy_total"].add_metric(labels, s.busy_seconds)
+            query_metrics["overhead_total"].add_metric(labels, s.overhead_seconds)
             query_metrics["running"].add_metric(labels, running.get(name, 0.0))
             if s.last_progress:
                 query_metrics["last"].add_metric(labels, s.last_progress)

@@ -12,12 +12,14 @@ import logging
 import math
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import JStreamingQueryListener, QueryProgressEvent, StreamingQueryProgress
 
+from ..autoscale import FIXED_COST_BATCHES, batch_fixed_cost
 from .deadletter import DeadLetterWriter, InletRead, ScanRequest, observation_name, offsets_for, progress_offsets
 
 
@@ -92,6 +94,10 @@ class QueryStats:
     add_batch_ms: int = 0  # the last micro-batch's processing of its data (durationMs.addBatch)
     # every micro-batch's addBatch summed, seconds: how busy the query was (the autoscaler's busy time)
     busy_seconds: float = 0.0
+    # the part of busy_seconds that was each batch's fixed cost (autoscale.batch_fixed_cost of the
+    # recent batches, at most the batch's addBatch), seconds; recent: (records, addBatch seconds)
+    overhead_seconds: float = 0.0
+    recent_batches: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=FIXED_COST_BATCHES))
     # when the running micro-batch started (Unix s, its first Spark stage seen: running_batch_started), None
     # when none is known to run; cleared by the batch's progress report
     running_since: float | None = None
@@ -229,6 +235,8 @@ class ProgressMonitor(StreamingQueryListener):
         stats.batch_duration_ms = int(durations.get("triggerExecution") or 0)
         stats.add_batch_ms = int(durations.get("addBatch") or 0)
         stats.busy_seconds += stats.add_batch_ms / 1000
+        stats.recent_batches.append((p.numInputRows, stats.add_batch_ms / 1000))
+        stats.overhead_seconds += min(stats.add_batch_ms / 1000, batch_fixed_cost(stats.recent_batches))
         stats.running_since = None  # the batch that ran is this one
         stats.last_batch_id = p.batchId
         stats.last_progress = time.time()

@@ -16,7 +16,10 @@ capacity is its executors', with intervals of seconds rather than minutes (AUTOS
 bench/bench_autoscale.py runs this module with other values from the environment: the mode
 (STREAMLETS_E2E_AUTOSCALING=passive: the same burst with decisions reported only, the drain time
 without autoscaling), months fed and drained before the burst (STREAMLETS_E2E_WARM_UP=1), the
-burst's months (STREAMLETS_E2E_BURST=2,3,4) and the CPU limit (STREAMLETS_E2E_ENRICH_CPU=100m).
+burst's months (STREAMLETS_E2E_BURST=2,3,4) and the CPU limit (STREAMLETS_E2E_ENRICH_CPU=100m);
+STREAMLETS_E2E_FEED=steady or oscillating feeds those months at a set pace instead (FEED), which
+with STREAMLETS_E2E_AUTOSCALING=passive and STREAMLETS_E2E_RECORD records the steady and
+oscillating series of tests/unit/test_autoscale.py.
 
   1. A burst, four months of flights and weather at once, once enrich's autoscaler is past its
      stabilization interval and first window: a driver and an executor per streamlet, every pod
@@ -65,6 +68,11 @@ MODE = os.environ.get("STREAMLETS_E2E_AUTOSCALING", "active")  # passive: the sa
 WARM_UP = tuple(int(m) for m in os.environ.get("STREAMLETS_E2E_WARM_UP", "").split(",") if m)  # fed first, drained
 BURST = tuple(int(m) for m in os.environ.get("STREAMLETS_E2E_BURST", "1,2,3,4").split(","))  # then fed at once
 ENRICH_CPU = os.environ.get("STREAMLETS_E2E_ENRICH_CPU", "300m")  # each enrich executor's CPU limit
+# How the burst's months come: "burst", all at once; "steady", each month's flights as 30 files
+# (about a day each) one every 4 s (about 230 flights/s); "oscillating", each month's first 10
+# files at once, then the other 20 one every 6 s (a burst of 10 days, then about 155 flights/s)
+FEED = os.environ.get("STREAMLETS_E2E_FEED", "burst")
+PAUSES = {"steady": [4.0] * 30, "oscillating": [0.0] * 10 + [6.0] * 20}
 MAX_EXECUTORS = 3
 # enrich's autoscaling (streamlets.<name>.autoscaling.*): Flink's defaults are minutes; a test has seconds.
 # enrich reads the burst in one micro-batch of about 40 s at 0.3 of a core, which no window sees
@@ -112,11 +120,12 @@ class EnrichWatch(threading.Thread):
 
     def save(self, events: list[dict]) -> None:
         """The recording (STREAMLETS_E2E_RECORD): the settings, the samples, the autoscaler's Events."""
-        where = os.environ.get("STREAMLETS_E2E_RECORD")  # a file, or a folder for e2e-burst-<mode>.json
+        where = os.environ.get("STREAMLETS_E2E_RECORD")  # a file, or a folder for e2e-<feed>-<mode>.json
         if where:
-            path = Path(where) / f"e2e-burst-{MODE}.json" if Path(where).is_dir() else Path(where)
+            path = Path(where) / f"e2e-{FEED}-{MODE}.json" if Path(where).is_dir() else Path(where)
+            fed = "at once" if FEED == "burst" else f"{FEED}: each month's flights as 30 files, pauses {PAUSES[FEED]} s"
             path.write_text(json.dumps({
-                "what": f"enrich of flight-delays on the e2e cluster, autoscaling {MODE}, months {BURST} fed at once",
+                "what": f"enrich of flight-delays on the e2e cluster, autoscaling {MODE}, months {BURST} fed {fed}",
                 "autoscaling": AUTOSCALING, "executor_cpu": ENRICH_CPU, "samples": self.samples,
                 "events": [{"reason": e["reason"], "message": e["message"]} for e in events]}, indent=1) + "\n")
 
@@ -196,7 +205,10 @@ def test_a_burst_on_one_node_of_the_claim_is_autoscaled_and_equals_the_batch_com
     enrich_driver = d.running("driver")["enrich"]["metadata"]["uid"]
     started = time.monotonic()
     for month in BURST:
-        d.feed(month)
+        if FEED == "burst":
+            d.feed(month)
+        else:
+            d.feed_paced(month, PAUSES[FEED])
     d.wait_results(f"a burst of months {BURST}")
     drained = time.monotonic() - started
     peak = max(n for _, n, _ in d.watch.seen)

@@ -107,8 +107,22 @@ class Deployment:
                    ["status"].get("phase") == "Running", timeout=300, what="the data pod", interval=POLL_INTERVAL,
                    retry_on=POLL_ERRORS, on_timeout=self.report)
 
-    def exec(self, script: str) -> str:
-        return self.kubectl("exec", "-n", APPS, DATA_POD, "--", "sh", "-c", script, timeout=300)
+    def exec(self, script: str, timeout: float = 300) -> str:
+        return self.kubectl("exec", "-n", APPS, DATA_POD, "--", "sh", "-c", script, timeout=timeout)
+
+    def _staged(self, paths: list[Path], ingress: str) -> tuple[str, str]:
+        """`paths` copied into the staging folder of `ingress`'s source folder: (staging, target)."""
+        target = f"{VOLUMES}/{ingress}/source"
+        staging = self.staging or f"{target}/.staging"
+        self.exec(f"mkdir -p {staging} {target}")
+        for path in paths:
+            self.kubectl("cp", str(path), f"{APPS}/{DATA_POD}:{staging}/{path.name}", timeout=300)
+        return staging, target
+
+    def _drop(self, path: Path, ingress: str, month: int) -> None:
+        """`path` staged, given the month's modification time (prepare.py's), renamed into place."""
+        staging, target = self._staged([path], ingress)
+        self.exec(f"touch -d @{BASE_MTIME + 60 * month} {staging}/{path.name} && mv {staging}/{path.name} {target}/")
 
     def feed(self, month: int, flights: str = "flights") -> None:
         """The month's weather, then its flights, into the ingresses' volume folders (`flights`:
@@ -117,13 +131,30 @@ class Deployment:
         local = self.tmp / "data"
         prepare(local, [month])
         for feed, ingress in (("weather", "weather"), ("flights", flights)):
-            path = drop_file(local, feed, month)
-            target = f"{VOLUMES}/{ingress}/source"
-            staging = self.staging or f"{target}/.staging"
-            self.exec(f"mkdir -p {staging}")
-            self.kubectl("cp", str(path), f"{APPS}/{DATA_POD}:{staging}/{path.name}", timeout=300)
-            self.exec(f"mkdir -p {target} && touch -d @{BASE_MTIME + 60 * month} {staging}/{path.name} "
-                      f"&& mv {staging}/{path.name} {target}/{path.name}")
+            self._drop(drop_file(local, feed, month), ingress, month)
+        self.months.append(month)
+
+    def feed_paced(self, month: int, pauses: list[float]) -> None:
+        """The month's weather at once, then its flights as len(pauses) files of consecutive rows
+        (the file's time order), file i renamed into place pauses[i] seconds after file i - 1 (by
+        a loop in the data pod, so kubectl's own latency does not pace it): a load at a set rate,
+        each file about a day of flights for 30 pauses. Returns when the last file is in place."""
+        local = self.tmp / "data"
+        prepare(local, [month])
+        self._drop(drop_file(local, "weather", month), "weather", month)
+        whole = drop_file(local, "flights", month)
+        header, *rows = whole.read_text().splitlines(keepends=True)
+        folder = self.tmp / "paced" / f"{month:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        parts = []
+        for i in range(len(pauses)):  # modification times a second apart, within the month's minute
+            part = folder / f"{whole.stem}-{i:02d}.csv"
+            part.write_text(header + "".join(rows[i * len(rows) // len(pauses):(i + 1) * len(rows) // len(pauses)]))
+            parts.append(part)
+        staging, target = self._staged(parts, "flights")
+        self.exec(" && ".join(f"sleep {pause} && touch -d @{BASE_MTIME + 60 * month + i} {staging}/{part.name} "
+                              f"&& mv {staging}/{part.name} {target}/"
+                              for i, (pause, part) in enumerate(zip(pauses, parts, strict=True))), timeout=sum(pauses) + 120)
         self.months.append(month)
 
     def delete_driver_then_feed(self, streamlet: str, month: int) -> None:

@@ -1,27 +1,34 @@
 """The autoscaling decisions (streamlets.autoscale) on simulated metric series: a steady load does
 not flap, a burst scales up within the bounds and the partitions and back down only after the lag
 drained and the scale-down interval passed, an oscillating load makes a bounded number of changes,
-no scale-down while backlogged. Pure Python, simulated time."""
+no scale-down while backlogged; micro-batches whose addBatch is mostly a fixed cost; and on the
+series the operator recorded on the e2e cluster (fixtures/autoscale/: a burst, a steady load, an
+oscillating one), replayed with their decisions pinned. Pure Python, simulated time."""
 
 from __future__ import annotations
 
 import math
 import random
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 
 import pytest
 
 from streamlets.autoscale import (
+    FIXED_COST_BATCHES,
+    FIXED_COST_MIN_BATCHES,
     AutoscaleSettings,
     AutoscaleSettingsError,
     Autoscaler,
     AutoscalerState,
+    Autoscaling,
     Decision,
     Hold,
     MetricSample,
     aligned_executors,
+    batch_fixed_cost,
     decide,
     partition_cap,
 )
@@ -289,6 +296,16 @@ def test_a_scale_up_or_the_band_cancels_a_pending_scale_down():
     decision, state = decide(in_band, settings, state, now=in_band[-1].at)
     assert "within the utilization band" in decision.reason and state == AutoscalerState()
 
+    # so does a change of executors made elsewhere (`kubectl streamlets scale`, a resubmission): its
+    # asks were about the old count; the new run asks anew and waits the whole interval again
+    settings = AutoscaleSettings(scale_down_interval=600)
+    _, state = decide(low, settings, AutoscalerState(), now=low[-1].at)
+    assert state.scale_down_since == low[-1].at
+    later = low + samples_at(10, 320, executors=6, start=1500, until=3000, records=low[-1].records)
+    decision, state = decide(later, settings, state, now=later[-1].at)  # 1,500 s after the first ask
+    assert decision.held is Hold.SCALE_DOWN_DELAY and not decision.changes, decision.reason
+    assert state.scale_down_since == later[-1].at
+
 
 def test_a_load_below_the_band_that_rounds_to_the_current_count_changes_nothing():
     # 2 executors, 80/s capacity, 28/s: below the band (28/0.4 + 28/6 = 74.7 < 80) but the target,
@@ -376,7 +393,6 @@ def replay(name: str, every: float = 15.0) -> tuple[dict, list[tuple[float, Deci
     import json
     from pathlib import Path
 
-    from streamlets.autoscale import Autoscaling
     data = json.loads((Path(__file__).parent / "fixtures" / "autoscale" / name).read_text())
     scaler = Autoscaler(Autoscaling.from_config(data["autoscaling"]).settings)
     start = next_at = data["samples"][0]["at"]
@@ -462,3 +478,174 @@ def test_a_micro_batch_running_longer_than_the_catch_up_scales_up_before_it_fini
     frozen = [MetricSample(**{**s.__dict__, "running_seconds": 0.0}) for s in long_batch(400, 60_000)]
     decision, _ = decide(frozen, settings, AutoscalerState(), now=frozen[-1].at)
     assert not decision.changes and "no busy time measured" in decision.reason
+
+
+def test_the_fixed_cost_of_a_batch_is_fitted_apart_from_its_per_record_cost():
+    """addBatch = 0.2 s + 50 µs a record, with jitter and three batches slowed threefold (a garbage
+    collection, a cold executor): the fit finds the 0.2 s within 10%."""
+    rnd = random.Random(5)
+    sizes = [rnd.randint(500, 6000) for _ in range(FIXED_COST_BATCHES)]
+    batches = [(n, (0.2 + n * 50e-6) * rnd.uniform(0.95, 1.05) * (3 if i in (4, 17, 30) else 1))
+               for i, n in enumerate(sizes)]
+    assert batch_fixed_cost(batches) == pytest.approx(0.2, rel=0.1)
+    # a stateful query's no-data batches (0 records: the watermark moved) pay the fixed cost alone
+    assert batch_fixed_cost([(0, 0.2)] * 5 + batches[:10]) == pytest.approx(0.2, rel=0.1)
+    # nothing to tell the parts apart: too few batches, or all of one size
+    assert batch_fixed_cost(batches[:FIXED_COST_MIN_BATCHES - 1]) == 0.0
+    assert batch_fixed_cost([(1000, 0.25)] * 20) == 0.0
+    # no fixed cost: none found; never more than the smallest batch took
+    assert batch_fixed_cost([(n, n * 50e-6) for n in sizes]) == pytest.approx(0.0, abs=1e-9)
+    assert batch_fixed_cost([(n, 0.2) for n in sizes]) == 0.2
+
+
+def back_to_back(rate: float, *, executors: int, duration: float, fixed: float = 0.2, slot_rate: float = 5000.0,
+                 other: float = 0.1, step: float = 15.0, seed: int = 11) -> list[MetricSample]:
+    """Samples every `step` s of a micro-batch streamlet on Spark's default trigger: each batch
+    starts as the last ends and reads what arrived meanwhile (`rate` records/s, ±30% jitter); its
+    addBatch is `fixed` seconds plus its records at `slot_rate` per second per executor (one
+    core, 8 partitions), ±5%, the rest of the batch `other` seconds. Busy and overhead seconds are
+    counted as monitor.QueryStats counts them (batch_fixed_cost of the recent batches)."""
+    rnd = random.Random(seed)
+    recent: deque[tuple[int, float]] = deque(maxlen=FIXED_COST_BATCHES)
+    samples, t, next_sample = [], 0.0, 0.0
+    records = read = 0
+    busy = overhead = 0.0
+    while t <= duration:
+        n = max(0, int(rate * (t - read / rate) * rnd.uniform(0.7, 1.3))) if rate else 0
+        add_batch = (fixed + n / (slot_rate * executors)) * rnd.uniform(0.95, 1.05)
+        end = t + add_batch + other
+        while next_sample <= end and next_sample <= duration:  # what the driver's page said meanwhile
+            samples.append(MetricSample(at=next_sample, records=records, busy_seconds=busy,
+                                        lag=max(0, int(rate * next_sample) - records), executors=executors,
+                                        cores=1, partitions=8, overhead_seconds=overhead))
+            next_sample += step
+        read += n
+        records += n
+        busy += add_batch
+        recent.append((n, add_batch))
+        overhead += min(add_batch, batch_fixed_cost(recent))
+        t = end
+    return samples
+
+
+def decisions_on(samples: list[MetricSample], settings: AutoscaleSettings) -> list[Decision]:
+    scaler, out = Autoscaler(settings), []
+    for s in samples:
+        scaler.observe(s)
+        out.append(scaler.decide())
+    return out
+
+
+def test_back_to_back_micro_batches_at_the_target_make_no_decision_in_an_hour():
+    """4 executors absorb 20,000 records/s beyond the batches' fixed cost; 14,000/s is the target
+    utilization 0.7. Batches run back to back (about 1 s: 0.2 s fixed, 0.7 s of records, 0.1 s
+    else): no decision in an hour, the utilization measured near 0.7."""
+    samples = back_to_back(14_000, executors=4, duration=HOUR + 20 * MINUTE)
+    decisions = [d for d in decisions_on(samples, AutoscaleSettings(max_executors=8)) if d.evaluation is not None]
+    assert decisions[-1].at - decisions[0].at >= HOUR - MINUTE
+    assert all(not d.changes and "within the utilization band" in d.reason for d in decisions)
+    assert all(0.6 < d.evaluation.utilization < 0.8 for d in decisions)
+
+
+def test_an_over_provisioned_streamlet_whose_batches_run_back_to_back_scales_down():
+    """The same 4 executors at 2,000 records/s: batches of about 0.33 s, 0.2 of it fixed. Counted
+    as busy, the fixed cost makes addBatch about 0.7 of the time at this load as at any other: the
+    streamlet looks well used and keeps its 4 executors; counted apart, the records take 0.1 of
+    it and 4 go down to 2 (max_scale_down_factor 0.6)."""
+    settings = AutoscaleSettings(scale_down_interval=0)
+    samples = back_to_back(2_000, executors=4, duration=30 * MINUTE)
+    last = decisions_on(samples, settings)[-1]
+    assert last.changes and last.direction == "down" and last.target == 2, last.reason
+    assert last.evaluation is not None and last.evaluation.utilization < 0.2
+    assert "fixed per batch" in last.reason
+    whole = decisions_on([replace(s, overhead_seconds=0.0) for s in samples], settings)[-1]
+    assert not whole.changes and "within the utilization band" in whole.reason
+    assert whole.evaluation is not None and whole.evaluation.busy > 0.6
+
+
+def test_a_backlog_counts_the_whole_batch_as_busy():
+    """A fixed cost misjudged must not hide a backlog: while the lag is above the backlog
+    threshold, nothing of addBatch is left out."""
+    settings = AutoscaleSettings(stabilization_interval=30, metrics_window=60, backlog_lag_threshold=10)
+    samples = [MetricSample(at=t, records=100 * t, busy_seconds=0.9 * t, lag=50_000, executors=1, cores=1,
+                            partitions=8, overhead_seconds=0.9 * t) for t in range(0, 181, 15)]
+    decision, _ = decide(samples, settings, AutoscalerState(), now=180)
+    assert decision.evaluation is not None and decision.evaluation.overhead == 0.0
+    assert decision.evaluation.busy == pytest.approx(0.9) and decision.direction == "up", decision.reason
+
+
+def looped(samples: list[dict], start: float, duration: float) -> list[MetricSample]:
+    """The samples from `start` on (seconds since the first), repeated until `duration` seconds of
+    them: each repeat's times and counters offset to continue where the last ended (a counter
+    never drops: that reads as a restart), the rest as recorded."""
+    t0 = samples[0]["at"]
+    part = [s for s in samples if s["at"] - t0 >= start]
+    counters = ("at", "records", "busy_seconds", "overhead_seconds")
+    out: list[MetricSample] = []
+    offset = dict.fromkeys(counters, 0.0)
+    while not out or out[-1].at - out[0].at < duration:
+        out += [MetricSample(**{**s, **{k: offset[k] + s[k] for k in counters}}) for s in part[bool(out):]]
+        offset = {k: getattr(out[-1], k) - part[0][k] for k in counters}
+    return out
+
+
+def test_a_recorded_steady_load_makes_no_decision_in_an_hour_once_warm():
+    """Passive on the cluster, one executor at 0.3 CPU: January to March's flights as day files,
+    one every 4 s (about 230 records/s). While the first batches ran on a cold executor (about
+    5,000 records in 20 s) and before eight batches told the fixed cost, the window asked for more
+    (pinned: ups from 148 to 214 s); warm, the load asks nothing. addBatch is mostly the batches'
+    fixed cost (enrich's join state store partitions): 0.5 to 0.8 of the time against 0.15 to 0.35
+    for its records. The warm part, looped for an hour: no decision."""
+    data, decisions = replay("e2e-steady-passive.json")
+    assert {d.current for t, d in decisions if t >= 30} == {1}
+    ups = [(round(t), d.target) for t, d in decisions if d.changes]
+    assert ups and all(d.direction == "up" for _, d in decisions if d.changes)
+    assert all(148 <= t <= 214 for t, _ in ups), ups
+    warm = [d for t, d in decisions if t >= 230]
+    assert all(not d.changes and d.evaluation is not None for d in warm)
+    assert all(0.5 < d.evaluation.overhead < 0.8 and 0.1 < d.evaluation.busy < 0.4 for d in warm), \
+        [(d.evaluation.overhead, d.evaluation.busy) for d in warm]
+    settings = Autoscaling.from_config(data["autoscaling"]).settings
+    hour = decisions_on(looped(data["samples"], 230, HOUR), settings)
+    evaluated = [d for d in hour if d.evaluation is not None]
+    assert evaluated[-1].at - evaluated[0].at >= HOUR - 2 * MINUTE
+    assert all(not d.changes for d in hour), [d.reason for d in hour if d.changes][:3]
+
+
+def test_a_recorded_oscillating_load_is_followed_without_flapping():
+    """Passive on the cluster, one executor at 0.3 CPU: each month's flights as 30 day files, the
+    first 10 at once, then one every 6 s. The flights ingress reads a file a micro-batch, so enrich
+    sees its input swing between about 130 and 350 records/s, twice a month. Pinned: ups only while
+    the first batches ran cold (136 to 169 s), then nothing for the rest of the run whichever way
+    the input swung; never down."""
+    data, decisions = replay("e2e-oscillating-passive.json")
+    assert {d.current for _, d in decisions} == {1}
+    assert [round(t) for t, d in decisions if d.changes] == [136, 153, 169]
+    assert all(d.direction == "up" for _, d in decisions if d.changes)
+    warm = [d.evaluation for t, d in decisions if t > 169 and d.evaluation is not None]
+    rates = [e.input_rate for e in warm]
+    assert min(rates) < 160 and max(rates) > 320, rates  # the swing, seen in the window's average
+    assert not any(e.backlogged for e in warm)
+
+
+def test_a_recorded_oscillating_load_scaled_in_place_waits_out_its_swings_to_scale_down():
+    """Active on the cluster, the same feed: the operator took enrich from 1 to 2 executors during
+    its first, cold batches and to 3 at the first swing up (two Autoscaled Events). Replayed: ups
+    only, to 3, while cold; each new count restarts the stabilization and a window, and a
+    scale-down asked for at 2 executors is void at 3; then every swing down asks for fewer and
+    every swing up (at max, or the band) cancels the ask before the 60 s scale-down interval, so
+    no change is made for the rest of the run: an oscillation with a period about the interval
+    does not flap."""
+    data, decisions = replay("e2e-oscillating-active.json")
+    counts = [s["executors"] for s in data["samples"]]
+    assert [n for i, n in enumerate(counts) if i == 0 or n != counts[i - 1]] == [1, 2, 3]
+    changes = [(round(t), d.direction, d.target) for t, d in decisions if d.changes]
+    assert changes == [(132, "up", 3), (246, "up", 3)], changes
+    at_three = [(t, d) for t, d in decisions if d.current == 3]
+    assert [d.held for _, d in at_three[:5]] == [Hold.STABILIZING] * 2 + [Hold.COLLECTING] * 3
+    asks = [t for t, d in at_three if d.held is Hold.SCALE_DOWN_DELAY]
+    cancels = [t for t, d in at_three if d.held in (None, Hold.AT_MAX) and d.evaluation is not None]
+    assert len(asks) >= 3 and len(cancels) >= 3 and not any(d.changes for _, d in at_three)
+    assert all("asked for since 0 s" in d.reason for t, d in at_three if t in asks[:1])
+    assert [e["reason"] for e in data["events"]] == ["Autoscaled", "Autoscaled"]
+    assert ["enrich: 1 -> 2" in data["events"][0]["message"], "enrich: 2 -> 3" in data["events"][1]["message"]] == [True, True]

@@ -5,6 +5,8 @@ Spark leaves out when NaN, a state operator without custom metrics)."""
 import json
 import math
 
+import pytest
+
 from streamlets.runtime.deadletter import progress_offsets
 from streamlets.runtime.monitor import ProgressMonitor, progress_from_json
 
@@ -45,3 +47,20 @@ def test_the_monitor_counts_a_report_rebuilt_from_json():
     assert (stats.batches, stats.input_rows, stats.output_rows, stats.state_rows) == (1, 41, 40, 7)
     assert stats.end_offsets == {"flights": {0: 21, 1: 20}}
     assert stats.batch_duration_ms == 812 and stats.last_batch_id == 0
+
+
+def test_the_monitor_counts_each_batchs_fixed_cost_apart_once_the_batches_tell_it():
+    """Reports whose addBatch is 200 ms plus 1 ms per 10 records: nothing is counted as fixed cost
+    until FIXED_COST_MIN_BATCHES batches, then 200 ms of each; busy time holds all of it."""
+    from streamlets.autoscale import FIXED_COST_MIN_BATCHES
+    monitor = ProgressMonitor()
+    sizes = [100, 900, 300, 2000, 50, 1200, 700, 400, 1500, 800, 250, 600]
+    for i, rows in enumerate(sizes):
+        report = {**FIRST_BATCH, "batchId": i, "numInputRows": rows, "sources": [],
+                  "durationMs": {"addBatch": 200 + rows // 10, "triggerExecution": 300 + rows // 10}}
+        monitor._progress(progress_from_json(json.dumps(report)))
+        stats = monitor.stats["enrich.out"]
+        if i < FIXED_COST_MIN_BATCHES - 1:
+            assert stats.overhead_seconds == 0.0
+    assert stats.overhead_seconds == pytest.approx(0.2 * (len(sizes) - FIXED_COST_MIN_BATCHES + 1))
+    assert stats.busy_seconds == pytest.approx(sum(0.2 + r / 10_000 for r in sizes))

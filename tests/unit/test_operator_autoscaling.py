@@ -56,6 +56,12 @@ def test_a_page_is_a_metric_sample_of_its_streamlet():
                'streamlets_batch_running_seconds{app="fd",query="x",streamlet="stats"} 99\n')
     assert s.running_seconds == 0.0
     assert metric_sample(parse_text(text + running), "enrich", at=5.0).running_seconds == 42.5
+    # the batches' fixed cost, summed over its queries
+    overhead = ('streamlets_batch_overhead_seconds_total{app="fd",query="joined",streamlet="enrich"} 6\n'
+                'streamlets_batch_overhead_seconds_total{app="fd",query="late",streamlet="enrich"} 1.5\n'
+                'streamlets_batch_overhead_seconds_total{app="fd",query="x",streamlet="stats"} 99\n')
+    assert s.overhead_seconds == 0.0
+    assert metric_sample(parse_text(text + overhead), "enrich", at=5.0).overhead_seconds == 7.5
 
 
 class Cluster:
