@@ -234,9 +234,10 @@ class ProgressMonitor(StreamingQueryListener):
         durations = p.durationMs or {}
         stats.batch_duration_ms = int(durations.get("triggerExecution") or 0)
         stats.add_batch_ms = int(durations.get("addBatch") or 0)
-        stats.busy_seconds += stats.add_batch_ms / 1000
-        stats.recent_batches.append((p.numInputRows, stats.add_batch_ms / 1000))
-        stats.overhead_seconds += min(stats.add_batch_ms / 1000, batch_fixed_cost(stats.recent_batches))
+        add_batch = stats.add_batch_ms / 1000
+        stats.busy_seconds += add_batch
+        stats.recent_batches.append((p.numInputRows, add_batch))
+        stats.overhead_seconds += min(add_batch, batch_fixed_cost(stats.recent_batches))
         stats.running_since = None  # the batch that ran is this one
         stats.last_batch_id = p.batchId
         stats.last_progress = time.time()
