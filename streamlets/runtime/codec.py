@@ -214,8 +214,8 @@ def decode_value(raw: "DataFrame", schema: AvroSchema, permissive: bool, writer:
 
 
 def record_columns(df: "DataFrame", schema: AvroSchema) -> "DataFrame":
-    """The decoded record's fields (RECORD, from decode_value with `schema`) as top-level columns,
-    in schema order."""
+    """The decoded record's fields as top-level columns, in schema order. `schema` is the one
+    decode_value read RECORD with: the struct holds its fields, in its order, and all of them."""
     # the struct's fields are the schema's, in its order (decode_value reads with `schema`, or
     # resolves to it), so one star expansion names them all: one py4j call, not one per field
     return df.select(f"{RECORD}.*")
@@ -245,6 +245,10 @@ def encode_outlet(df: "DataFrame", schema: AvroSchema, key: tuple[str, ...], whe
 
         value = F.concat(F.lit(header(schema_id)), value)
     as_text = [f"CAST({sql_name(k)} AS STRING)" for k in key]
-    key_col = F.expr(as_text[0] if len(as_text) == 1 else f"concat_ws('|', {', '.join(as_text)})" if as_text
-                     else "CAST(NULL AS STRING)")
+    if not as_text:
+        key_col = F.expr("CAST(NULL AS STRING)")
+    elif len(as_text) == 1:
+        key_col = F.expr(as_text[0])
+    else:
+        key_col = F.expr(f"concat_ws('|', {', '.join(as_text)})")
     return df.select(key_col.alias("key"), value.alias("value"))
