@@ -71,6 +71,6 @@ def pytest_collection_modifyitems(session, config, items):
             return 3
         if "toolchain" in getattr(item, "fixturenames", ()):
             return 2
-        return 0 if not any(item.get_closest_marker(m) for m in TIER_MARKERS) else 1
+        return 1 if any(item.get_closest_marker(m) for m in TIER_MARKERS) else 0
 
     items.sort(key=phase)  # stable
