@@ -73,8 +73,9 @@ RUN cd /tmp && SPARK_LOCAL_IP=127.0.0.1 SPARK_LOCAL_HOSTNAME=localhost python /t
  && rm -rf /tmp/* /tmp/.[!.]*
 
 # The project's own jars (streamlets.runtime.jvm_jars): the exactly-once Kafka sink
-# (jvm/streamlets-kafka-eos, streamlets.runtime.exactly_once) and the schema registry topics' UDFs
-# (jvm/streamlets-schema-registry, streamlets.runtime.schema_registry), compiled with a JDK in a
+# (jvm/streamlets-kafka-eos, streamlets.runtime.exactly_once), the schema registry topics' UDFs
+# (jvm/streamlets-schema-registry, streamlets.runtime.schema_registry) and the local checkpoint
+# file manager (jvm/streamlets-checkpoint, streamlets.runtime.checkpoint), compiled with a JDK in a
 # stage of its own against Spark's jars (kafka-clients among them: connectors.py), then put among
 # them: every JVM of a pod has them on its class path, and a pod compiles nothing.
 FROM spark AS jvm
@@ -82,7 +83,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends openjdk-17-jdk-headless \
  && rm -rf /var/lib/apt/lists/*
 COPY jvm/ /tmp/jvm/
-RUN for module in streamlets-kafka-eos streamlets-schema-registry; do \
+RUN for module in streamlets-kafka-eos streamlets-schema-registry streamlets-checkpoint; do \
       mkdir -p /tmp/classes/$module \
       && javac --release 17 -nowarn -d /tmp/classes/$module -cp "$SPARK_HOME/jars/*" $(find /tmp/jvm/$module/src/main/java -name '*.java') \
       && if [ -d /tmp/jvm/$module/src/main/resources ]; then cp -r /tmp/jvm/$module/src/main/resources/. /tmp/classes/$module/; fi \
@@ -91,8 +92,8 @@ RUN for module in streamlets-kafka-eos streamlets-schema-registry; do \
 
 FROM spark
 ARG VERSION=0.1.0
-COPY --from=jvm /tmp/streamlets-kafka-eos.jar /tmp/streamlets-schema-registry.jar /tmp/jars/
-RUN for module in streamlets-kafka-eos streamlets-schema-registry; do \
+COPY --from=jvm /tmp/streamlets-kafka-eos.jar /tmp/streamlets-schema-registry.jar /tmp/streamlets-checkpoint.jar /tmp/jars/
+RUN for module in streamlets-kafka-eos streamlets-schema-registry streamlets-checkpoint; do \
       mv /tmp/jars/$module.jar "$SPARK_HOME/jars/$module-${VERSION}.jar"; \
     done && rm -rf /tmp/jars
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Mapping
 from .. import avro_limits
 from ..cache import cache_root
 from . import jvm_jars
+from .checkpoint import FILE_MANAGER_CLASS, FILE_MANAGER_CONF, file_manager_jar
 from .jars import S3A_EXCLUDES, connector_packages, connectors_in_spark_home, maven_mirrors, s3a_packages, spark_version
 
 if TYPE_CHECKING:
@@ -54,14 +55,16 @@ def cached_connector_jars(s3a: bool = False) -> list[str] | None:
 
 def own_jars() -> list[Path]:
     """The project's jars every session carries, where they are not among Spark's jars already:
-    the exactly-once Kafka sink (runtime.eos_jar) and the schema registry UDFs
-    (runtime.schema_registry); each left out when it cannot be built here (no javac), where
-    what needs it says so when it starts."""
+    the exactly-once Kafka sink (runtime.eos_jar), the schema registry UDFs
+    (runtime.schema_registry) and the local checkpoint file manager (runtime.checkpoint); each
+    left out when it cannot be built here (no javac), where what needs it says so when it starts."""
+    from .checkpoint import file_manager_jar
     from .eos_jar import built_eos_jar
     from .jvm_jars import built_jars_dir
     from .schema_registry import registry_jar
 
-    return [jar for jar in (built_eos_jar(), registry_jar()) if jar is not None and jar.parent == built_jars_dir()]
+    return [jar for jar in (built_eos_jar(), registry_jar(), file_manager_jar())
+            if jar is not None and jar.parent == built_jars_dir()]
 
 
 def _remember_connector_jars(resolved: str, s3a: bool = False) -> None:
@@ -185,6 +188,8 @@ def build_spark_session(
     from pyspark.sql import SparkSession
 
     settings = dict(DEFAULT_CONF)
+    if file_manager_jar() is not None:  # checkpoint files in local folders without a chmod process each
+        settings[FILE_MANAGER_CONF] = FILE_MANAGER_CLASS
     if launched_by_spark_submit():
         # What spark-submit was given (a SparkApplication's sparkConf: its state partitions,
         # scheduler settings) wins over our defaults, which are the sandbox's; `conf` still wins.
