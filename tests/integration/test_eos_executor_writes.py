@@ -102,6 +102,19 @@ def test_another_process_resumes_and_commits_a_transaction_left_open(kafka_broke
     assert visible(bootstrap, topic, 2) == expected
 
 
+def test_back_to_back_transactions_with_the_sinks_settings_all_commit(kafka_broker):
+    """bench/bench_txn_backoff.py's step: transactions begun right after the last one's commit
+    (answered CONCURRENT_TRANSACTIONS while its markers are written, then retried) each commit,
+    with the sink's producer settings (EosKafkaSink.producerConfig) and with a trailing override."""
+    bootstrap = kafka_broker.bootstrap_servers
+    (topic,) = topics(kafka_broker, "eos-loop", partitions=1)
+    for override in ((), ("retry.backoff.ms=100",)):
+        timings = tool("loop", bootstrap, topic, f"eos-loop-{uuid.uuid4().hex[:6]}", "30", "0", *override).stdout.split()
+        assert len(timings) == 30 and all(float(ms) > 0 for ms in timings)
+    assert held_back(bootstrap, topic) == {}
+    assert len(visible(bootstrap, topic, 1)) == 60
+
+
 APPS = Path(__file__).parent / "apps" / "eos"
 
 

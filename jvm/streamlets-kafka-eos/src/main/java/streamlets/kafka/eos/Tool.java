@@ -16,6 +16,11 @@ import org.apache.kafka.clients.producer.ProducerRecord;
  *   abort BOOTSTRAP TXID PID EPOCH  resume the open transaction and abort it
  *   fence BOOTSTRAP TXID            initTransactions on TXID: fences its producers, aborts
  *                                   its open transaction
+ *   loop BOOTSTRAP TOPIC TXID N GAP N transactions of one record each to partition 0 of TOPIC,
+ *                                   GAP ms apart (0: back to back), each a send and a
+ *                                   commitTransaction (the ledger's record()), by a producer with
+ *                                   the sink's settings;
+ *                                   prints each one's milliseconds, on one line
  * </pre>
  * Trailing KEY=VALUE arguments are producer settings (e.g. transaction.timeout.ms=5000).
  */
@@ -49,6 +54,10 @@ public final class Tool {
             p.closeKeepingTransaction();
             Runtime.getRuntime().halt(0); // no shutdown hooks, like a crash after flush
         }
+        if (cmd.equals("loop")) {
+            loop(base, args[2], args[3], Integer.parseInt(args[4]), Long.parseLong(args[5]));
+            return;
+        }
         String txid = args[2];
         ResumableProducer p = new ResumableProducer(base, txid);
         if (cmd.equals("fence")) {
@@ -65,5 +74,31 @@ public final class Tool {
         }
         p.close();
         System.out.println("ok");
+    }
+
+    /** The sink's task and ledger producer settings (EosKafkaSink.producerConfig), `base` over them. */
+    private static void loop(Properties base, String topic, String txid, int n, long gapMs) {
+        java.util.Map<String, String> options = new java.util.HashMap<>();
+        base.forEach((k, v) -> options.put("kafka." + k, (String) v));
+        ResumableProducer p = new ResumableProducer(EosKafkaSink.producerConfig(options), txid);
+        p.initTransactions();
+        StringBuilder out = new StringBuilder();
+        try {
+            for (int i = 0; i < n; i++) {
+                long start = System.nanoTime();
+                p.beginTransaction();
+                p.send(new ProducerRecord<>(topic, 0, null, new byte[100])); // the commit sends it (no linger)
+                p.commitTransaction();
+                out.append(String.format(java.util.Locale.ROOT, "%.3f ", (System.nanoTime() - start) / 1e6));
+                if (gapMs > 0) {
+                    Thread.sleep(gapMs);
+                }
+            }
+        } catch (InterruptedException e) {
+            throw new IllegalStateException(e);
+        } finally {
+            p.close();
+        }
+        System.out.println(out.toString().trim());
     }
 }
