@@ -96,8 +96,8 @@ public final class EosKafkaSink implements TableProvider, DataSourceRegister {
         // last batch's transactions) is answered CONCURRENT_TRANSACTIONS while the coordinator still
         // writes the commit markers: initTransactions and AddPartitionsToTxn are retried after
         // retry.backoff.ms (100 by default; at most 20 for AddPartitionsToTxn), growing to
-        // retry.backoff.max.ms (KIP-580). Back-to-back transactions on this machine's broker:
-        // p90 13.0 ms with 10, 23.8 with the default, 4.1 with 1 (bench/bench_txn_backoff.py).
+        // retry.backoff.max.ms (KIP-580). What each setting costs back to back: bench/README.md,
+        // bench_txn_backoff.py.
         p.setProperty("retry.backoff.ms", "1");
         // Fuller produce requests: a task's records become visible only when the driver commits its
         // transaction, after the task's flush() has sent every batch at once, so waiting up to 5 ms
