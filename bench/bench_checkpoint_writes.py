@@ -43,7 +43,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from streamlets.runtime.checkpoint import FILE_MANAGER_CLASS, file_manager_jar  # noqa: E402
+from streamlets.runtime.checkpoint_file_manager import FILE_MANAGER_CLASS, file_manager_jar  # noqa: E402
 
 SPARK = "org.apache.spark.sql.execution.streaming.checkpointing."
 MANAGERS = {

@@ -12,10 +12,8 @@ Local folders are read through LocalStorage (`local_checkpoint` checks that a pa
 checkpoint first). Errors in the files raise CheckpointFormatError; callers name what they were
 doing (state export, repartitioning) around it.
 
-Spark writes these files through its checkpoint file manager; on the local file system every
-session uses ours (FILE_MANAGER_CLASS, jvm/streamlets-checkpoint), which writes a file without
-starting a process: Spark's default starts `chmod` for each one, about 30 ms a file (two every
-micro-batch) on 2 cores (bench/bench_checkpoint_writes.py).
+Spark writes these files through its checkpoint file manager; how ours writes them in local
+folders: streamlets.runtime.checkpoint_file_manager.
 """
 
 from __future__ import annotations
@@ -52,25 +50,6 @@ QUARANTINE_LEDGER = "quarantine-ledger.json"  # <root>/quarantine-ledger.json (s
 QUARANTINE_PROBE = ".quarantine-probe-"  # <root>/.quarantine-probe-<hex>/: a probe's scratch checkpoints
 RESTORE_CHECK = ".restore-check-"  # <root>.restore-check-<hex>/ beside the root: a restore's dry run
 BEFORE_REPARTITION = ".before-repartition"  # <root>.before-repartition/ or .<query>.before-repartition-<N>/
-
-
-# Spark's checkpoint file manager for local folders (spark.sql.streaming.checkpointFileManagerClass),
-# the class and its jar (streamlets.runtime.jvm_jars); other file systems get Spark's own.
-FILE_MANAGER_JAR = "streamlets-checkpoint"
-FILE_MANAGER_CLASS = "streamlets.checkpoint.LocalCheckpointFileManager"
-FILE_MANAGER_CONF = "spark.sql.streaming.checkpointFileManagerClass"
-
-
-def file_manager_jar() -> Path | None:
-    """The jar of FILE_MANAGER_CLASS (in $SPARK_HOME/jars in the streamlet image, else compiled
-    against Spark's jars on first use), or None when it cannot be built here (no javac): then
-    sessions keep Spark's default manager."""
-    from .jvm_jars import JarBuildError, module_jar, spark_jars
-
-    try:
-        return module_jar(FILE_MANAGER_JAR, spark_jars())
-    except JarBuildError:
-        return None
 
 
 def scratch_name(prefix: str) -> str:

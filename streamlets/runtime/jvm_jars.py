@@ -4,7 +4,7 @@
 `classpath` and caches the jar under `<cache>/jvm/<name>-<hash>.jar`, the hash covering the
 sources and the class path's jar names: a jar is built once, and again only when a source or a
 version changes. A jar an image put among Spark's jars ($SPARK_HOME/jars/<name>-*.jar) is used
-as it is. The modules: streamlets-kafka-eos (runtime.eos_jar), streamlets-checkpoint (runtime.checkpoint) and streamlets-schema-registry
+as it is. The modules: streamlets-kafka-eos (runtime.eos_jar), streamlets-checkpoint (runtime.checkpoint_file_manager) and streamlets-schema-registry
 (runtime.schema_registry).
 """
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Mapping
 from .. import avro_limits
 from ..cache import cache_root
 from . import jvm_jars
-from .checkpoint import FILE_MANAGER_CLASS, FILE_MANAGER_CONF, file_manager_jar
+from .checkpoint_file_manager import FILE_MANAGER_CLASS, FILE_MANAGER_CONF, file_manager_jar
 from .jars import S3A_EXCLUDES, connector_packages, connectors_in_spark_home, maven_mirrors, s3a_packages, spark_version
 
 if TYPE_CHECKING:
@@ -56,9 +56,9 @@ def cached_connector_jars(s3a: bool = False) -> list[str] | None:
 def own_jars() -> list[Path]:
     """The project's jars every session carries, where they are not among Spark's jars already:
     the exactly-once Kafka sink (runtime.eos_jar), the schema registry UDFs
-    (runtime.schema_registry) and the local checkpoint file manager (runtime.checkpoint); each
-    left out when it cannot be built here (no javac), where what needs it says so when it starts."""
-    from .checkpoint import file_manager_jar
+    (runtime.schema_registry) and the local checkpoint file manager
+    (runtime.checkpoint_file_manager); each left out when it cannot be built here (no javac), where
+    what needs it says so when it starts."""
     from .eos_jar import built_eos_jar
     from .jvm_jars import built_jars_dir
     from .schema_registry import registry_jar

@@ -1,4 +1,4 @@
-"""The local checkpoint file manager (jvm/streamlets-checkpoint, streamlets.runtime.checkpoint) on
+"""The local checkpoint file manager (jvm/streamlets-checkpoint, streamlets.runtime.checkpoint_file_manager) on
 Spark 4.2: every session uses it for local folders; it keeps the contract Spark's logs and state
 stores rely on (a file appears whole on close or not at all; a file that exists is not replaced
 unless asked, with Hadoop's FileAlreadyExistsException; a cancelled file leaves nothing); a
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from py4j.protocol import Py4JJavaError
 
-from streamlets.runtime.checkpoint import FILE_MANAGER_CLASS, FILE_MANAGER_CONF
+from streamlets.runtime.checkpoint_file_manager import FILE_MANAGER_CLASS, FILE_MANAGER_CONF
 
 pytestmark = pytest.mark.timeout(600)
 

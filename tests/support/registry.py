@@ -61,7 +61,9 @@ def registry_home(version: str = VERSION) -> Path:
             os.replace(got[0], archive)
     with tempfile.TemporaryDirectory(dir=home.parent) as tmp:
         with tarfile.open(archive) as tar:
-            tar.extractall(tmp, filter="data")
+            # The "data" filter (no absolute paths, links out of the folder or device files) where
+            # tarfile has it: Python 3.11.4 and later, not Debian 12's 3.11.2
+            tar.extractall(tmp, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
         shutil.rmtree(home, ignore_errors=True)
         os.replace(tmp, home)
         os.makedirs(tmp)  # for TemporaryDirectory's cleanup
