@@ -75,9 +75,9 @@ RUN cd /tmp && SPARK_LOCAL_IP=127.0.0.1 SPARK_LOCAL_HOSTNAME=localhost python /t
 # The project's own jars (streamlets.runtime.jvm_jars): the exactly-once Kafka sink
 # (jvm/streamlets-kafka-eos, streamlets.runtime.exactly_once), the schema registry topics' UDFs
 # (jvm/streamlets-schema-registry, streamlets.runtime.schema_registry) and the local checkpoint
-# file manager (jvm/streamlets-checkpoint, streamlets.runtime.checkpoint_file_manager), compiled with a JDK in a
-# stage of its own against Spark's jars (kafka-clients among them: connectors.py), then put among
-# them: every JVM of a pod has them on its class path, and a pod compiles nothing.
+# file manager (jvm/streamlets-checkpoint, streamlets.runtime.checkpoint_file_manager), compiled
+# with a JDK in a stage of its own against Spark's jars (kafka-clients among them: connectors.py),
+# then put among them: every JVM of a pod has them on its class path, and a pod compiles nothing.
 FROM spark AS jvm
 RUN apt-get update \
  && apt-get install -y --no-install-recommends openjdk-17-jdk-headless \
