@@ -32,8 +32,14 @@ Real-Time Mode holds a core (a task slot) per inlet partition for as long as it 
 three real-time hops hold 3 x partitions, hence the default master local[3 x partitions + 1]
 (task slots, not CPUs) when --hops has 3, local[partitions + 1] otherwise.
 
+Before the measured rounds each Spark variant runs --warmup-seconds under load, unmeasured: the
+driver JVM's compiler warms up its code paths (without it the first round of each run measured that).
+
 Printed: p50, p90, p99 and max in ms per hops, variant and rate, the records received of those
-sent, and ratios to the hand-written job of the same trigger. Results go to bench/results/latency.json.
+sent, and ratios to the hand-written job of the same trigger. For one-hop micro-batch variants
+also "visible only at its batch's end": the same run's latencies had each record become visible
+only when its micro-batch's addBatch ended (batch_end_bound), a lower bound for any sink that shows
+a batch all at once, as the exactly-once outlet's transactions do. Results go to bench/results/latency.json.
 """
 
 from __future__ import annotations
@@ -151,14 +157,23 @@ def _consumer(bootstrap: str, topic: str, partitions: int, expected: int, start_
     got = 0
     deadline = time.time() + timeout
     while got < expected and time.time() < deadline:
-        msg = c.poll(0.05)
-        if msg is None or msg.error() is not None:
-            continue
+        # Every record the client hands over in one call is stamped with that call's return: a
+        # record's receipt is when the client has it, not when this loop reaches it (a batch made
+        # visible at once, as a transaction's commit does, arrives as a burst; stamping each record
+        # in turn added this loop's own time per record, tens of ms for a burst of a thousand).
+        # poll() returns as soon as a record is there; consume(timeout=0) then takes what the client
+        # holds besides, without waiting (with a timeout it would wait for num_messages).
+        first = c.poll(0.05)
         now = time.time()
-        idx = int(msg.key().decode().rsplit("-", 1)[1]) - start_index
-        if 0 <= idx < expected and not at[idx]:
-            at[idx] = now
-            got += 1
+        if first is None:
+            continue
+        for msg in [first, *c.consume(num_messages=10000, timeout=0)]:
+            if msg.error() is not None:
+                continue
+            idx = int(msg.key().decode().rsplit("-", 1)[1]) - start_index
+            if 0 <= idx < expected and not at[idx]:
+                at[idx] = now
+                got += 1
     c.close()
     out_q.put({i: t for i, t in enumerate(at) if t})
 
@@ -248,9 +263,51 @@ def measure(bootstrap: str, in_topic: str, out_topic: str, partitions: int, rate
     producer.join(30)
     consumer.join(30)
     lat = sorted((received[i] - sent[i]) * 1000 for i in received)
-    return {"sent": n, "received": len(received), "p50": percentile(lat, 50), "p90": percentile(lat, 90),
-            "p99": percentile(lat, 99), "p99.9": percentile(lat, 99.9), "max": lat[-1] if lat else float("nan"),
-            "worst_seconds": worst_seconds(sent, received)}
+    return {"sent": n, "received": len(received), **latency_stats(lat), "worst_seconds": worst_seconds(sent, received),
+            "_times": (sent, received)}
+
+
+def latency_stats(sorted_ms: list[float]) -> dict[str, float]:
+    """p50, p90, p99, p99.9 and max of latencies in ms (sorted)."""
+    return {"p50": percentile(sorted_ms, 50), "p90": percentile(sorted_ms, 90), "p99": percentile(sorted_ms, 99),
+            "p99.9": percentile(sorted_ms, 99.9), "max": sorted_ms[-1] if sorted_ms else float("nan")}
+
+
+def batch_end_bound(sent: list[float], received: dict[int, float], progress: list[Any]) -> dict[str, float] | None:
+    """The latency the same run would have shown had each record become visible only when its
+    micro-batch's `addBatch` ended, the earliest a sink that shows a batch all at once (a Kafka
+    transaction per batch: the exactly-once outlet) can show it: per record, the end of the first
+    batch whose `latestOffset` ended after the record was sent, less its send time (ms).
+
+    `progress`: the query's StreamingQueryProgress objects (one query: one hop). A batch's end is
+    its trigger's start (`timestamp`) plus `triggerExecution` less `commitOffsets` (Spark writes
+    the commit log after addBatch). Taking the first batch that could have read the record makes
+    this a lower bound: a record that reached the broker after that batch's offsets were taken
+    was in a later one. None without batches covering the window."""
+    import bisect
+    from datetime import datetime
+
+    batches = []
+    for p in progress:
+        d = p.durationMs or {}
+        if not p.numInputRows or "triggerExecution" not in d:
+            continue
+        start = datetime.fromisoformat(p.timestamp.replace("Z", "+00:00")).timestamp()
+        batches.append((start + d.get("latestOffset", 0) / 1000, start + (d["triggerExecution"] - d.get("commitOffsets", 0)) / 1000,
+                        start))
+    batches.sort()
+    if not batches:
+        return None
+    offsets_taken = [b[0] for b in batches]
+    lat = []
+    for i in received:  # records sent before the first batch began may have been in an earlier one: left out
+        k = bisect.bisect_left(offsets_taken, sent[i])
+        if k < len(batches) and sent[i] >= batches[0][2]:
+            lat.append((batches[k][1] - sent[i]) * 1000)
+    if len(lat) < len(received) // 2:
+        return None
+    lat.sort()
+    return {**latency_stats(lat), "records": len(lat)}
 
 
 def worst_seconds(sent: list[float], received: dict[int, float], top: int = 5) -> list[dict[str, Any]]:
@@ -287,6 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "Real-Time Mode holds a task slot per partition and hop, one more runs the rest)")
     parser.add_argument("--checkpoint-interval", default=DEFAULT_CHECKPOINT_INTERVAL,
                         help=f"Real-Time Mode checkpoint interval (default {DEFAULT_CHECKPOINT_INTERVAL}, the SDK's and Spark's)")
+    parser.add_argument("--warmup-seconds", type=float, default=15.0,
+                        help="seconds of load, unmeasured, through each Spark variant before the measured rounds: "
+                             "the driver JVM's compiler warms up its code paths (default 15; 0: none)")
     parser.add_argument("--output", default=str(HERE / "results" / "latency.json"))
     return parser
 
@@ -358,7 +418,23 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap = broker.bootstrap_servers
         create_topics(bootstrap, [("bench.dl", 1, {})])
         if any(v != "quix" for v in variants):
-            spark = build_spark_session("bench-latency", master=master)
+            # every batch of the measured window, for batch_phases and batch_end_bound (Spark keeps 100);
+            # in the context's conf: the streamlets' sessions (SparkSession.newSession) take it from there
+            spark = build_spark_session("bench-latency", master=master,
+                                        conf={"spark.sql.streaming.numRecentProgressUpdates": "100000"})
+        warm = dict.fromkeys(v for v in variants if v != "quix") if args.warmup_seconds > 0 else {}
+        for name in warm:  # each Spark variant once, in the order given
+            tag = f"warmup.{name}.{uuid.uuid4().hex[:6]}"
+            topics = chain_topics(tag, 1)
+            create_topics(bootstrap, [(t, args.partitions, {}) for t in topics])
+            stop, _ = start_spark_variant(spark, name, bootstrap, topics, str(tmp / "cp" / tag), args.checkpoint_interval)
+            try:
+                warm_up(bootstrap, topics[0], topics[-1], args.partitions)
+                w = measure(bootstrap, topics[0], topics[-1], args.partitions, max(rates), args.warmup_seconds, 0)
+            finally:
+                stop()
+            print(f"  warm-up ({name}, {args.warmup_seconds:g} s at {max(rates)}/s, not counted): p50 {w['p50']:.1f} ms",
+                  flush=True)
         for hops in hops_list:
             for rate in rates:
                 for name in variants:
@@ -374,8 +450,12 @@ def main(argv: list[str] | None = None) -> int:
                     try:
                         warm_up(bootstrap, topics[0], topics[-1], args.partitions)
                         r = measure(bootstrap, topics[0], topics[-1], args.partitions, rate, args.seconds, 0)
+                        sent, received = r.pop("_times")
                         if queries is not None:
                             r["phases"] = batch_phases(queries())
+                            if hops == 1:
+                                busiest = max(queries(), key=lambda q: sum(p.numInputRows for p in q.recentProgress))
+                                r["batch_end_bound"] = batch_end_bound(sent, received, busiest.recentProgress)
                     finally:
                         stop()
                     r.update(variant=name, rate=rate, hops=hops)
@@ -385,6 +465,10 @@ def main(argv: list[str] | None = None) -> int:
                     if r.get("phases"):
                         print("      median ms per batch: " + ", ".join(f"{k} {v:g}" for k, v in r["phases"].items()),
                               flush=True)
+                    if r.get("batch_end_bound"):
+                        b = r["batch_end_bound"]
+                        print(f"      visible only at its batch's end: p50 {b['p50']:.1f} ms ({b['p50'] / r['p50']:.2f}x), "
+                              f"p99 {b['p99']:.1f} ({b['p99'] / r['p99']:.2f}x), {b['records']} records", flush=True)
                     print("      worst seconds: " + ", ".join(f"s{w['second']} max {w['max_ms']:.0f} ms "
                                                           f"({w['over_50ms']}/{w['records']} over 50 ms)"
                                                           for w in r["worst_seconds"]), flush=True)

@@ -46,3 +46,26 @@ def test_worst_seconds_show_where_the_tail_lies(bench):
     worst = bench.worst_seconds(sent, received, top=2)
     assert worst[0] == {"second": 1, "max_ms": 500.0, "over_50ms": 100, "records": 1000}
     assert worst[1]["max_ms"] == 2.0 and worst[1]["over_50ms"] == 0
+
+
+def test_batch_end_bound_moves_each_record_to_the_end_of_the_first_batch_that_could_read_it(bench):
+    from datetime import datetime, timezone
+    from types import SimpleNamespace
+
+    def progress(start: float, latest_offset: int, trigger: int, commit: int, rows: int = 10):
+        stamp = datetime.fromtimestamp(start, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        return SimpleNamespace(numInputRows=rows, timestamp=stamp, durationMs={
+            "latestOffset": latest_offset, "triggerExecution": trigger, "commitOffsets": commit})
+
+    t0 = 1_800_000_000.0
+    # Batches start at t0 and t0 + 0.1 s; each takes its offsets 5 ms in and ends its addBatch at
+    # 50 - 2 ms (commitOffsets after it). A batch without rows (an idle trigger) is left out.
+    batches = [progress(t0, 5, 50, 2), progress(t0 + 0.05, 1, 3, 1, rows=0), progress(t0 + 0.1, 5, 50, 2)]
+    sent = [t0 + 0.001, t0 + 0.004, t0 + 0.006, t0 + 0.060]
+    received = {i: t + 0.010 for i, t in enumerate(sent)}  # each visible 10 ms after its send
+    bound = bench.batch_end_bound(sent, received, batches)
+    # records 0 and 1 are in batch 0 (its offsets taken at 5 ms): visible at 48 ms; 2 and 3 were sent
+    # after that, so the batch at 100 ms is the first that could read them: visible at 148 ms.
+    assert bound["records"] == 4
+    assert sorted(round(x) for x in (bound["p50"], bound["max"])) == [round(148 - 60), round(148 - 6)]
+    assert bench.batch_end_bound(sent, received, [batches[1]]) is None  # no batch with rows: no bound

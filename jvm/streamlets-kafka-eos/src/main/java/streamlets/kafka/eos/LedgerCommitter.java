@@ -93,6 +93,13 @@ public class LedgerCommitter implements EosCommitter {
     /** System.nanoTime() when the last batch's tasks were about to start (beforeTasks): every
      * transaction of its tasks began after it. */
     private volatile long tasksStarted;
+    /** The batch the last commit() was for (or the ledger's last batch after open()): the next batch
+     * is most likely the one after it. */
+    private volatile long lastBatch = -1;
+    /** The fingerprint of batch {@link #earlyBatch}, computed while its tasks run (beforeTasks):
+     * off the path from the tasks' end to the batch's records becoming visible. */
+    private volatile Future<String> early;
+    private volatile long earlyBatch = -1;
 
     @Override
     public void open(Map<String, String> options) {
@@ -128,6 +135,7 @@ public class LedgerCommitter implements EosCommitter {
             return null;
         });
         committed = Map.of(); // every id fenced: no task producer of an earlier run goes on
+        lastBatch = state.path("batch").asLong(-1);
         LOG.info("{} -> {}: last ledger state {} of batch {}", prefix, options.get("topic"), text(state, "state"),
                 state.path("batch").asLong(-1));
     }
@@ -241,6 +249,11 @@ public class LedgerCommitter implements EosCommitter {
             return null;
         });
         tasksStarted = System.nanoTime();
+        long upcoming = lastBatch + 1;
+        if (upcoming > 0 && checkpoint != null && !checkpoint.isEmpty()) { // Spark wrote its offsets/ entry before planning it
+            earlyBatch = upcoming;
+            early = pool().submit(() -> fingerprint(upcoming));
+        }
         if (numPartitions > state.path("ids").asInt(0)) {
             ObjectNode next = state.deepCopy();
             next.put("ids", numPartitions);
@@ -261,6 +274,7 @@ public class LedgerCommitter implements EosCommitter {
 
     private void decide(long batchId, TxnCommit[] messages) {
         settled();
+        lastBatch = batchId;
         List<TxnCommit> decision = new ArrayList<>();
         for (TxnCommit m : messages) {
             if (m != null && m.transactionalId != null) {
@@ -271,11 +285,15 @@ public class LedgerCommitter implements EosCommitter {
             committed = tokens(messages); // no task wrote: nothing to decide or commit
             return;
         }
+        long start = System.nanoTime();
         refuseNearTimeout(batchId);
-        String fingerprint = fingerprint(batchId);
+        String fingerprint = fingerprintOf(batchId);
         record(entry(batchId, fingerprint, "decided", decision)); // the decision, durable first
+        long decidedAt = System.nanoTime();
         decided(batchId, decision);
         commitAll(batchId, fingerprint, decision);
+        long decideMs = (decidedAt - start) / 1_000_000;
+        long commitMs = (System.nanoTime() - decidedAt) / 1_000_000;
         // The batch is committed (its records visible): Spark may write its commit log and plan the
         // next batch while the ledger records it. Its tokens are handed to the next tasks only once
         // that record is durable (settled() in beforeTasks): a task producer continuing before it
@@ -287,7 +305,8 @@ public class LedgerCommitter implements EosCommitter {
             beforeCommittedRecord(batchId);
             record(done);
             committed = tokens; // durable as committed: the tasks' producers may go on
-            LOG.info("{}: batch {} committed, records per executor {}", prefix, batchId, perExecutor);
+            LOG.info("{}: batch {} committed, records per executor {}; decided in {} ms, its {} transactions "
+                    + "committed in {} ms", prefix, batchId, perExecutor, decideMs, decision.size(), commitMs);
             return null;
         });
     }
@@ -569,6 +588,26 @@ public class LedgerCommitter implements EosCommitter {
         c.put("key.deserializer", ByteArrayDeserializer.class.getName());
         c.put("value.deserializer", ByteArrayDeserializer.class.getName());
         return c;
+    }
+
+    /** fingerprint(batch), taken from the one beforeTasks computed when that was for this batch. */
+    private String fingerprintOf(long batch) {
+        Future<String> computed = early;
+        early = null;
+        if (computed != null && earlyBatch == batch) {
+            try {
+                String fp = computed.get();
+                if (!fp.isEmpty()) {
+                    return fp;
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new KafkaException(prefix + ": interrupted while batch " + batch + " was fingerprinted", e);
+            } catch (ExecutionException e) { // read again below, its error thrown from there
+                LOG.debug("{}: fingerprint of batch {}: {}", prefix, batch, e.getCause().toString());
+            }
+        }
+        return fingerprint(batch);
     }
 
     /** sha256 (16 hex digits) of {@code <checkpoint>/offsets/<batch>} as Spark wrote it; "" without
