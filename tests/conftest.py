@@ -32,6 +32,17 @@ FOLDER_MARKERS = {
 TIER_MARKERS = {"integration", "k8s", "e2e"}
 
 
+# The two lanes dev/test runs side by side (pytest --lane): "local", the unit tier and the tests that
+# need no cluster toolchain (phases 0 and 1 below); "cluster", those that do (phases 2 and 3).
+LANES = {"local": (0, 1), "cluster": (2, 3)}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--lane", choices=sorted(LANES), default=None,
+                     help="run only this lane's tests: " + "; ".join(f"{k}: phases {v}" for k, v in LANES.items())
+                     + " (tests/conftest.py); default: every test")
+
+
 def folder_markers(item) -> tuple[str, ...]:
     """The markers of `item`'s folder under tests/ (FOLDER_MARKERS; none outside those folders)."""
     try:
@@ -51,7 +62,8 @@ def pytest_collection_modifyitems(session, config, items):
     tests that need no cluster toolchain; then those that do (the `toolchain` fixture, directly or
     through kube_env, kube_cluster, ...: they wait for dev/test's background build, which the first
     phases leave time for); then the end-to-end tests (marker e2e), so their cluster
-    (kube_cluster, session-scoped) lives only while they run, not beside the rest of the suite."""
+    (kube_cluster, session-scoped) lives only while they run, not beside the API server's tests.
+    With --lane, only that lane's phases run (LANES: dev/test runs both lanes side by side)."""
     wrong = set()
     for item in items:
         wanted = folder_markers(item)
@@ -74,3 +86,9 @@ def pytest_collection_modifyitems(session, config, items):
         return 1 if any(item.get_closest_marker(m) for m in TIER_MARKERS) else 0
 
     items.sort(key=phase)  # stable
+    lane = config.getoption("--lane")
+    if lane is not None:
+        phases = LANES[lane]
+        kept = [item for item in items if phase(item) in phases]
+        config.hook.pytest_deselected(items=[item for item in items if phase(item) not in phases])
+        items[:] = kept
