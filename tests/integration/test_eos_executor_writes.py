@@ -21,10 +21,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
-from blueprint.sandbox.kafka_broker import end_offsets
-from support.kafka import topics
+from support.kafka import offsets, read_topic, topics
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -45,37 +43,22 @@ def begin(bootstrap: str, topic: str, txid: str, n: int) -> tuple[str, str]:
     return producer_id, epoch
 
 
-def visible(bootstrap: str, topic: str, partitions: int, seconds: float = 4) -> list[bytes]:
-    """The values a read_committed consumer sees in `seconds` of polling from the beginning."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out, deadline = [], time.monotonic() + seconds
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                out.append(msg.value())
-    finally:
-        consumer.close()
-    return sorted(out)
+def visible(bootstrap: str, topic: str, expected: list[bytes] | None = None) -> list[bytes]:
+    """The values a read_committed consumer reads now (up to the last stable offsets), sorted. With
+    `expected`, read again until they are those, for up to 30 s: a commit's markers are written
+    after the commit returns."""
+    deadline = time.monotonic() + 30
+    while True:
+        got = sorted(m.value() for m in read_topic(bootstrap, topic, stable=True))
+        if expected is None or got == expected or time.monotonic() > deadline:
+            return got
+        time.sleep(0.2)
 
 
 def held_back(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
     """Partitions whose last stable offset is under their high watermark, {p: (lso, hw)}: those
     with a transaction still open (read_committed consumers see nothing past it)."""
-    from confluent_kafka import IsolationLevel
-    from confluent_kafka.admin import AdminClient, OffsetSpec
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-
-    def latest(level: IsolationLevel) -> dict[int, int]:
-        asked = {TopicPartition(topic, p): OffsetSpec.latest() for p in end_offsets(bootstrap, topic)}
-        return {tp.partition: f.result().offset
-                for tp, f in admin.list_offsets(asked, isolation_level=level, request_timeout=30).items()}
-
-    stable, ends = latest(IsolationLevel.READ_COMMITTED), latest(IsolationLevel.READ_UNCOMMITTED)
-    return {p: (stable[p], ends[p]) for p in ends if stable[p] < ends[p]}
+    return {p: (lso, hw) for p, (lso, hw) in offsets(bootstrap, topic).items() if lso < hw}
 
 
 def test_another_process_resumes_and_commits_a_transaction_left_open(kafka_broker):
@@ -84,13 +67,13 @@ def test_another_process_resumes_and_commits_a_transaction_left_open(kafka_broke
     txid, leftover = f"eos-{uuid.uuid4().hex[:6]}-0", f"eos-{uuid.uuid4().hex[:6]}-1"
 
     producer_id, epoch = begin(bootstrap, topic, txid, 10)  # process A exits, transaction open
-    assert visible(bootstrap, topic, 2) == [] and held_back(bootstrap, topic)
+    assert visible(bootstrap, topic) == [] and held_back(bootstrap, topic)
 
     tool("commit", bootstrap, txid, producer_id, epoch)  # process B
     expected = sorted(f"{txid}-{i}".encode() for i in range(10))
-    assert visible(bootstrap, topic, 2) == expected
+    assert visible(bootstrap, topic, expected) == expected
     tool("commit", bootstrap, txid, producer_id, epoch)  # a retried commit (driver restart) is accepted
-    assert visible(bootstrap, topic, 2) == expected
+    assert visible(bootstrap, topic, expected) == expected
 
     assert held_back(bootstrap, topic) == {}
     stale_id, stale_epoch = begin(bootstrap, topic, leftover, 5)  # never resumed
@@ -99,7 +82,7 @@ def test_another_process_resumes_and_commits_a_transaction_left_open(kafka_broke
     late = tool("commit", bootstrap, leftover, stale_id, stale_epoch, check=False)
     assert late.returncode != 0 and "ProducerFencedException" in late.stderr
     assert held_back(bootstrap, topic) == {}  # aborted: the last stable offset moved past it
-    assert visible(bootstrap, topic, 2) == expected
+    assert visible(bootstrap, topic, expected) == expected
 
 
 def test_back_to_back_transactions_with_the_sinks_settings_all_commit(kafka_broker):
@@ -112,7 +95,7 @@ def test_back_to_back_transactions_with_the_sinks_settings_all_commit(kafka_brok
         timings = tool("loop", bootstrap, topic, f"eos-loop-{uuid.uuid4().hex[:6]}", "30", "0", *override).stdout.split()
         assert len(timings) == 30 and all(float(ms) > 0 for ms in timings)
     assert held_back(bootstrap, topic) == {}
-    assert len(visible(bootstrap, topic, 1)) == 60
+    assert len(visible(bootstrap, topic)) == 60
 
 
 APPS = Path(__file__).parent / "apps" / "eos"
@@ -218,11 +201,11 @@ def test_executors_write_each_task_in_its_transaction_and_the_driver_commits(kaf
         per_task = [sum(int(kv.split("=")[1]) for kv in t[5].split(",")) for t in tasks]
         assert len(tasks) == 3 and sum(per_task) == 30 and all(n > 0 for n in per_task), tasks
         assert sorted(t[2] for t in tasks) == [f"{prefix}-{p}" for p in range(3)]
-        assert visible(bootstrap, topic, 3) == [] and held_back(bootstrap, topic)
+        assert visible(bootstrap, topic) == [] and held_back(bootstrap, topic)
         assert ledger(bootstrap, prefix)["state"] == "decided"
         (gate / "hold-0").unlink()
         wait_for_ledger(bootstrap, prefix, 0, "committed", job)
-        assert visible(bootstrap, topic, 3) == sorted(a)
+        assert visible(bootstrap, topic, sorted(a)) == sorted(a)
 
         (source / "b.txt").write_bytes(b"\n".join(b) + b"\n")  # batch 1: the driver dies after its decision
         assert job.wait(240) != 0
@@ -234,7 +217,7 @@ def test_executors_write_each_task_in_its_transaction_and_the_driver_commits(kaf
         assert producers[1].keys() == producers[0].keys(), producers
         assert all(producers[1][i][:2] == producers[0][i][:2] and producers[1][i][2] != producers[0][i][2]
                    for i in producers[0]), producers
-        assert visible(bootstrap, topic, 3) == sorted(a)
+        assert visible(bootstrap, topic, sorted(a)) == sorted(a)
     finally:
         if job.poll() is None:
             job.kill()
@@ -244,7 +227,7 @@ def test_executors_write_each_task_in_its_transaction_and_the_driver_commits(kaf
     try:
         wait_for(checkpoint / "commits" / "1", job)
         assert held_back(bootstrap, topic) == {}
-        assert visible(bootstrap, topic, 3) == sorted(a + b)
+        assert visible(bootstrap, topic, sorted(a + b)) == sorted(a + b)
         (gate / "crash-before-2").touch()  # batch 2: the driver dies before its decision
         (source / "c.txt").write_bytes(b"\n".join(c) + b"\n")
         assert job.wait(240) != 0
@@ -257,7 +240,7 @@ def test_executors_write_each_task_in_its_transaction_and_the_driver_commits(kaf
     job = start()  # fences prefix-0..2 (aborts batch 2's leftovers); Spark replays batch 2, written again
     run_until_committed(job, tmp_path, bootstrap, prefix, 2)
     assert held_back(bootstrap, topic) == {}
-    assert visible(bootstrap, topic, 3) == sorted(a + b + c)
+    assert visible(bootstrap, topic, sorted(a + b + c)) == sorted(a + b + c)
 
     # batch 3: the driver dies after its commits and Spark's commit log, before the ledger's
     # `committed` record (written while Spark plans the next batch): visible once, decided only
@@ -270,7 +253,7 @@ def test_executors_write_each_task_in_its_transaction_and_the_driver_commits(kaf
         assert job.wait(240) != 0
         assert (checkpoint / "commits" / "3").exists()
         assert ledger_at(bootstrap, prefix) == (3, "decided")
-        assert visible(bootstrap, topic, 3) == sorted(a + b + c + d) and held_back(bootstrap, topic) == {}
+        assert visible(bootstrap, topic, sorted(a + b + c + d)) == sorted(a + b + c + d) and held_back(bootstrap, topic) == {}
     finally:
         if job.poll() is None:
             job.kill()
@@ -279,7 +262,7 @@ def test_executors_write_each_task_in_its_transaction_and_the_driver_commits(kaf
     job = start()  # batch 4's committer rolls batch 3 forward (its commits again, accepted); no replay
     run_until_committed(job, tmp_path, bootstrap, prefix, 4)
     assert held_back(bootstrap, topic) == {}
-    assert visible(bootstrap, topic, 3) == sorted(a + b + c + d + e)
+    assert visible(bootstrap, topic, sorted(a + b + c + d + e)) == sorted(a + b + c + d + e)
 
 
 TIMEOUT = "kafka.transaction.timeout.ms=8000"  # the sink's option: the tasks' and driver's producers
@@ -313,7 +296,7 @@ def test_a_batch_the_broker_aborted_is_written_again_and_a_failed_task_attempt_i
         while held_back(bootstrap, topic):
             assert time.monotonic() < deadline, "the broker did not abort the batch's transactions"
             time.sleep(1)
-        assert visible(bootstrap, topic, 3) == []
+        assert visible(bootstrap, topic) == []
         (gate / "hold-0").unlink()
         assert job.wait(240) != 0  # the commit is fenced: the batch fails
         assert ledger_at(bootstrap, prefix) == (0, "aborted")
@@ -340,7 +323,7 @@ def test_a_batch_the_broker_aborted_is_written_again_and_a_failed_task_attempt_i
         while held_back(bootstrap, topic):
             assert time.monotonic() < deadline, "the refused batch's transactions were not aborted"
             time.sleep(0.5)
-        assert visible(bootstrap, topic, 3) == []
+        assert visible(bootstrap, topic) == []
     finally:
         if job.poll() is None:
             job.kill()
@@ -350,4 +333,4 @@ def test_a_batch_the_broker_aborted_is_written_again_and_a_failed_task_attempt_i
     run_until_committed(job, tmp_path, bootstrap, prefix, 0)
     assert (gate / "task-failed").exists()
     assert held_back(bootstrap, topic) == {}
-    assert visible(bootstrap, topic, 3) == sorted(a)
+    assert visible(bootstrap, topic, sorted(a)) == sorted(a)

@@ -12,39 +12,23 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from blueprint.sandbox.kafka_broker import create_topics
 from streamlets.kafka_security import KafkaConnection
 from streamlets.runtime.exactly_once import ensure_ledger, ledger_state, sink_options, transactional_id
 from streamlets.runtime.transport import KafkaTransport
+from support.kafka import read_topic
 
 pytestmark = pytest.mark.timeout(600)
 
 
-def committed_records(bootstrap: str, topic: str, partitions: int) -> list[tuple[bytes | None, bytes]]:
+def committed_records(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes]]:
     """Every record a read_committed consumer sees in `topic`, by partition then offset."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
-    out = []
-    try:
-        for p in range(partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-            if high <= low:
-                continue
-            consumer.assign([TopicPartition(topic, p, low)])
-            while True:
-                msgs = consumer.consume(500, timeout=3)
-                if not msgs:
-                    break
-                out.extend((m.key(), m.value()) for m in msgs if m.error() is None)
-    finally:
-        consumer.close()
-    return out
+    return [(m.key(), m.value()) for m in sorted(read_topic(bootstrap, topic), key=lambda m: (m.partition(), m.offset()))]
 
 
-def values(bootstrap: str, topic: str, partitions: int) -> list[int]:
-    return sorted(int(v) for _, v in committed_records(bootstrap, topic, partitions))
+def values(bootstrap: str, topic: str) -> list[int]:
+    return sorted(int(v) for _, v in committed_records(bootstrap, topic))
 
 
 def add_batch(spark, folder: Path, name: str, lo: int, hi: int) -> None:
@@ -91,7 +75,7 @@ def test_failed_batch_is_invisible_and_replay_is_written_once(spark, kafka_broke
     with pytest.raises(Exception, match="a task fails after writing some rows"):
         first.awaitTermination(300)
     # Batch 0 committed; batch 1's finished tasks had written: their transactions were aborted.
-    assert values(bootstrap, topic, 3) == list(range(1000))
+    assert values(bootstrap, topic) == list(range(1000))
     kafka = KafkaConnection(bootstrap_servers=bootstrap)
     prefix = transactional_id(app, "s", "out")
     assert ledger_state(kafka, app, prefix)["batch"] == 0
@@ -99,7 +83,7 @@ def test_failed_batch_is_invisible_and_replay_is_written_once(spark, kafka_broke
     second = outlet_query(spark, bootstrap, app, topic, source, checkpoint)  # replays batch 1 whole
     second.awaitTermination(300)
     assert second.exception() is None
-    records = committed_records(bootstrap, topic, 3)
+    records = committed_records(bootstrap, topic)
     assert sorted(int(v) for _, v in records) == list(range(3000))  # each record once
     assert all(k == v for k, v in records)
     state = ledger_state(kafka, app, prefix)
@@ -112,7 +96,7 @@ def test_failed_batch_is_invisible_and_replay_is_written_once(spark, kafka_broke
     third = outlet_query(spark, bootstrap, app, topic, fresh, tmp_path / "fresh-checkpoint")
     third.awaitTermination(300)
     assert third.exception() is None
-    assert values(bootstrap, topic, 3) == list(range(3010))
+    assert values(bootstrap, topic) == list(range(3010))
 
 
 def test_records_go_to_the_partitions_of_sparks_kafka_sink(spark, kafka_broker, tmp_path):
@@ -131,14 +115,7 @@ def test_records_go_to_the_partitions_of_sparks_kafka_sink(spark, kafka_broker, 
      .write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", sparks).save())
 
     def by_partition(topic):
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"p-{uuid.uuid4().hex}", "isolation.level": "read_committed"})
-        out = {}
-        for p in range(3):
-            c.assign([TopicPartition(topic, p, 0)])
-            while msgs := c.consume(500, timeout=3):
-                out.update({m.key(): p for m in msgs if m.error() is None})
-        c.close()
-        return out
+        return {m.key(): m.partition() for m in read_topic(bootstrap, topic)}
 
     assert by_partition(ours) == by_partition(sparks)
     assert len(by_partition(ours)) == 300
@@ -158,7 +135,7 @@ def test_a_newer_driver_fences_the_older_one(spark, kafka_broker, tmp_path):
                           trigger={"processingTime": "200 milliseconds"})
     try:
         deadline = time.monotonic() + 120
-        while values(bootstrap, topic, 1) != list(range(10)):
+        while values(bootstrap, topic) != list(range(10)):
             assert time.monotonic() < deadline and zombie.isActive, zombie.exception()
             time.sleep(0.5)
         add_batch(spark, tmp_path / "b", "0", 10, 20)
@@ -168,10 +145,10 @@ def test_a_newer_driver_fences_the_older_one(spark, kafka_broker, tmp_path):
         add_batch(spark, tmp_path / "a", "1", 20, 30)  # the zombie's next batch
         deadline = time.monotonic() + 120
         while zombie.isActive:
-            assert time.monotonic() < deadline, (f"the fenced driver kept running: {values(bootstrap, topic, 1)}, "
+            assert time.monotonic() < deadline, (f"the fenced driver kept running: {values(bootstrap, topic)}, "
                                                  f"{zombie.lastProgress}")
             time.sleep(0.5)
         assert "fenced" in str(zombie.exception())
     finally:
         zombie.stop()
-    assert values(bootstrap, topic, 1) == list(range(20))
+    assert values(bootstrap, topic) == list(range(20))

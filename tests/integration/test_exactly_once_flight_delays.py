@@ -26,7 +26,6 @@ from pathlib import Path
 import fastavro
 import pandas as pd
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from blueprint.sandbox.kafka_broker import create_topics
 from streamlets.runtime.codec import encode_outlet
@@ -34,6 +33,7 @@ from streamlets.runtime.exactly_once import ensure_ledger, sink_options
 from streamlets.runtime.runconfig import StreamletRunConfig
 from streamlets.runtime.runner import StreamletRuntime
 from streamlets.runtime.transport import KafkaTransport
+from support.kafka import read_topic
 
 REPO = Path(__file__).resolve().parents[2]
 APP_DIR = REPO / "examples" / "flight-delays"
@@ -57,7 +57,7 @@ def enriched_slice() -> tuple[pd.DataFrame, pd.DataFrame]:
     time_hour = pd.to_datetime(e["time_hour"], utc=True)
     out = pd.DataFrame({
         "flight_id": [f"2013-01-{d:02d}-{c}{n}-{o}-{i}" for i, (d, c, n, o) in
-                      enumerate(zip(e["day"], e["carrier"], e["flight"], e["origin"]))],
+                      enumerate(zip(e["day"], e["carrier"], e["flight"], e["origin"], strict=True))],
         "origin": e["origin"], "dest": e["dest"], "carrier": e["carrier"], "flight": e["flight"].astype("int32"),
         "tailnum": e["tailnum"].where(e["tailnum"].notna(), None),
         "time_hour": time_hour, "sched_dep_time": time_hour + pd.to_timedelta(e["minute"], unit="m"),
@@ -131,14 +131,7 @@ def run_enrich(spark, bootstrap: str, app: str, topic: str, source: Path, checkp
 def stats_windows(bootstrap: str, topic: str) -> pd.DataFrame:
     """The latest version of each (origin, window_start) a read_committed consumer sees."""
     parsed = fastavro.parse_schema(DepartureDelayStats.outlet.schema.schema)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
-    rows = []
-    for p in range(3):
-        consumer.assign([TopicPartition(topic, p, 0)])
-        while msgs := consumer.consume(1000, timeout=3):
-            rows += [fastavro.schemaless_reader(io.BytesIO(m.value()), parsed, None) for m in msgs if m.error() is None]
-    consumer.close()
+    rows = [fastavro.schemaless_reader(io.BytesIO(m.value()), parsed, None) for m in read_topic(bootstrap, topic)]
     df = pd.DataFrame.from_records(rows)
     for c in ("window_start", "window_end", "updated_at"):
         df[c] = pd.to_datetime(df[c], utc=True)

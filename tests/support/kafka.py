@@ -49,20 +49,46 @@ def produce(bootstrap: str, topic: str, values: list[tuple[int, bytes | None]]) 
     return delivered
 
 
-def read_topic(bootstrap: str, topic: str, timeout: float = 30) -> list:
-    """Every committed record of `topic` (confluent_kafka Messages), up to its current end offsets.
+def offsets(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
+    """{partition: (last stable offset, high watermark)} of `topic`. The last stable offset is where
+    a read_committed consumer stops: the first record of the earliest transaction still open, else
+    the high watermark (Kafka's ListOffsets with isolation level READ_COMMITTED)."""
+    from confluent_kafka import IsolationLevel, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    from blueprint.sandbox.kafka_broker import end_offsets
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    asked = {TopicPartition(topic, p): OffsetSpec.latest() for p in end_offsets(bootstrap, topic)}
+
+    def latest(level: IsolationLevel) -> dict[int, int]:
+        return {tp.partition: f.result().offset
+                for tp, f in admin.list_offsets(asked, isolation_level=level, request_timeout=30).items()}
+
+    stable, ends = latest(IsolationLevel.READ_COMMITTED), latest(IsolationLevel.READ_UNCOMMITTED)
+    return {p: (stable[p], ends[p]) for p in ends}
+
+
+def read_topic(bootstrap: str, topic: str, timeout: float = 30, *, stable: bool = False) -> list:
+    """Every committed record of `topic` (confluent_kafka Messages, in the order read), up to its
+    current end offsets; with `stable`, up to its last stable offsets (`offsets`): what a
+    read_committed consumer can read now, records of transactions still open left out, where the
+    end offsets would wait for those to end. Either way the read ends as soon as every partition
+    is read to that offset, never on an idle wait. Raises AssertionError after `timeout` seconds.
 
     Outlets are exactly-once by default: each task's transaction leaves a commit marker after its
     records in each partition it wrote, so a partition's last offsets may be markers, several of
     them; a read_committed consumer's position moves past them (librdkafka skips control
-    records), so a partition is read to the end when its position reaches the end offset."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    records), so a partition is read to the end when its position reaches the end offset. Records
+    of aborted transactions do not move the position; the end-of-partition event's offset, where
+    the fetch reached, counts too."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
     from blueprint.sandbox.kafka_broker import end_offsets
 
-    ends = end_offsets(bootstrap, topic)
+    ends = {p: lso for p, (lso, _) in offsets(bootstrap, topic).items()} if stable else end_offsets(bootstrap, topic)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}", "enable.auto.commit": False,
-                         "isolation.level": "read_committed"})
+                         "isolation.level": "read_committed", "enable.partition.eof": True})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
     out, deadline = [], time.monotonic() + timeout
     positions = {p: 0 for p in ends}
@@ -75,8 +101,12 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 30) -> list:
     try:
         while not done() and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
+            if msg is None:
+                continue
+            if msg.error() is None:
                 out.append(msg)
+            elif msg.error().code() == KafkaError._PARTITION_EOF:  # the fetch passed aborted records too
+                positions[msg.partition()] = max(positions[msg.partition()], msg.offset())
         assert done(), f"read {len(out)} records of {topic}, up to offsets {positions} of {ends}"
     finally:
         consumer.close()
