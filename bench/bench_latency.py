@@ -387,6 +387,35 @@ def print_table(results: list[dict[str, Any]], rates: list[int], hops_list: list
                           f"p99 {x['p99'] / y['p99']:.2f}")
 
 
+def run_variant(spark: Any, bootstrap: str, tmp: Path, tag: str, name: str, hops: int, rate: int, seconds: float,
+                args: argparse.Namespace) -> dict[str, Any]:
+    """One measured window of variant `name` on new topics named after `tag`: start it, warm it up,
+    measure `seconds` at `rate` records/s, stop it. Spark variants' results carry their batches'
+    phases, and with one hop the batch-end bound."""
+    from blueprint.sandbox.kafka_broker import create_topics
+
+    topics = chain_topics(tag, hops)
+    create_topics(bootstrap, [(t, args.partitions, {}) for t in topics])
+    queries = None
+    if name == "quix":
+        stop = start_quix(bootstrap, topics)
+    else:
+        stop, queries = start_spark_variant(spark, name, bootstrap, topics, str(tmp / "cp" / tag),
+                                            args.checkpoint_interval)
+    try:
+        warm_up(bootstrap, topics[0], topics[-1], args.partitions)
+        r = measure(bootstrap, topics[0], topics[-1], args.partitions, rate, seconds, 0)
+        sent, received = r.pop("_times")
+        if queries is not None:
+            r["phases"] = batch_phases(queries())
+            if hops == 1:
+                busiest = max(queries(), key=lambda q: sum(p.numInputRows for p in q.recentProgress))
+                r["batch_end_bound"] = batch_end_bound(sent, received, busiest.recentProgress)
+    finally:
+        stop()
+    return r
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     rates = [int(r) for r in args.rates.split(",") if r.strip()]
@@ -424,40 +453,15 @@ def main(argv: list[str] | None = None) -> int:
                                         conf={"spark.sql.streaming.numRecentProgressUpdates": "100000"})
         warm = dict.fromkeys(v for v in variants if v != "quix") if args.warmup_seconds > 0 else {}
         for name in warm:  # each Spark variant once, in the order given
-            tag = f"warmup.{name}.{uuid.uuid4().hex[:6]}"
-            topics = chain_topics(tag, 1)
-            create_topics(bootstrap, [(t, args.partitions, {}) for t in topics])
-            stop, _ = start_spark_variant(spark, name, bootstrap, topics, str(tmp / "cp" / tag), args.checkpoint_interval)
-            try:
-                warm_up(bootstrap, topics[0], topics[-1], args.partitions)
-                w = measure(bootstrap, topics[0], topics[-1], args.partitions, max(rates), args.warmup_seconds, 0)
-            finally:
-                stop()
+            w = run_variant(spark, bootstrap, tmp, f"warmup.{name}.{uuid.uuid4().hex[:6]}", name, 1, max(rates),
+                            args.warmup_seconds, args)
             print(f"  warm-up ({name}, {args.warmup_seconds:g} s at {max(rates)}/s, not counted): p50 {w['p50']:.1f} ms",
                   flush=True)
         for hops in hops_list:
             for rate in rates:
                 for name in variants:
-                    tag = f"{name}.{hops}.{rate}.{uuid.uuid4().hex[:6]}"
-                    topics = chain_topics(tag, hops)
-                    create_topics(bootstrap, [(t, args.partitions, {}) for t in topics])
-                    queries = None
-                    if name == "quix":
-                        stop = start_quix(bootstrap, topics)
-                    else:
-                        stop, queries = start_spark_variant(spark, name, bootstrap, topics, str(tmp / "cp" / tag),
-                                                            args.checkpoint_interval)
-                    try:
-                        warm_up(bootstrap, topics[0], topics[-1], args.partitions)
-                        r = measure(bootstrap, topics[0], topics[-1], args.partitions, rate, args.seconds, 0)
-                        sent, received = r.pop("_times")
-                        if queries is not None:
-                            r["phases"] = batch_phases(queries())
-                            if hops == 1:
-                                busiest = max(queries(), key=lambda q: sum(p.numInputRows for p in q.recentProgress))
-                                r["batch_end_bound"] = batch_end_bound(sent, received, busiest.recentProgress)
-                    finally:
-                        stop()
+                    r = run_variant(spark, bootstrap, tmp, f"{name}.{hops}.{rate}.{uuid.uuid4().hex[:6]}", name, hops,
+                                    rate, args.seconds, args)
                     r.update(variant=name, rate=rate, hops=hops)
                     results.append(r)
                     print(f"  {hops} hop(s) {rate:>6}/s {name:<18} p50 {r['p50']:8.1f} ms  p90 {r['p90']:8.1f}  "

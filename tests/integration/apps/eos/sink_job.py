@@ -18,7 +18,9 @@ jars, source, checkpoint, ledger, gate, bootstrap, topic, prefix = sys.argv[1:9]
 options = dict(arg.split("=", 1) for arg in sys.argv[9:])
 spark = (SparkSession.builder.master("local[2,4]").config("spark.jars", jars)
          .config("spark.sql.shuffle.partitions", "3").config("spark.sql.execution.arrow.maxRecordsPerBatch", "2")
-         .config("spark.ui.enabled", "false").getOrCreate())
+         .config("spark.ui.enabled", "false")
+         .config("spark.pyspark.python", sys.executable)  # this interpreter's pyarrow, whatever the PATH's python3
+         .getOrCreate())
 fail_task = (Path(gate) / "fail-task").exists()
 seen: dict = {}
 
