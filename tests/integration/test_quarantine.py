@@ -125,6 +125,9 @@ def flights_in(bootstrap: str, topic: str) -> set[str]:
     return ids
 
 
+# The sandbox's run and the driver's are bounded by their own timeouts (1200 s each); the test's is
+# their sum: beside the cluster lane (dev/test) it took 779 s of pytest's default 1200.
+@pytest.mark.timeout(2400)
 def test_quarantine_three_poison_flights_sandbox_and_driver(tmp_path):
     """Sandbox with `streamlets.enrich.on-failure = quarantine`: exit 0, the three flights' records
     in the dead-letter topic with the user's error and their topic/partition/offset, every window
