@@ -88,7 +88,8 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=phase)  # stable
     lane = config.getoption("--lane")
     if lane is not None:
-        phases = LANES[lane]
-        kept = [item for item in items if phase(item) in phases]
-        config.hook.pytest_deselected(items=[item for item in items if phase(item) not in phases])
+        kept, left = [], []
+        for item in items:
+            (kept if phase(item) in LANES[lane] else left).append(item)
+        config.hook.pytest_deselected(items=left)
         items[:] = kept
