@@ -46,7 +46,9 @@ class StreamletView(BaseModel):
     records_in: int | None = Field(default=None, description="records read since the streamlet's process started")
     records_out: int | None = Field(default=None, description="records written since the streamlet's process started")
     input_rate: float | None = Field(default=None, description="records per second arriving (Spark's inputRowsPerSecond)")
-    processed_rate: float | None = Field(default=None, description="records per second processed (processedRowsPerSecond)")
+    processed_rate: float | None = Field(
+        default=None, description="records per second processed by its last micro-batch that read records "
+                                  "(processedRowsPerSecond)")
     batch_duration_seconds: float | None = Field(default=None, description="the last micro-batch's duration, longest query")
     watermark: float | None = Field(default=None, description="event-time watermark, Unix seconds (the earliest query's)")
     state_rows: int | None = None

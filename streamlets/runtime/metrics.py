@@ -15,7 +15,7 @@ Labels: `app`, `streamlet`, `query` (the query name without the streamlet), `inl
 | streamlets_records_out_total | counter | records | sink.numOutputRows |
 | streamlets_batches_total | counter | micro-batches | progress reports |
 | streamlets_input_records_per_second | gauge | records/s | inputRowsPerSecond (last batch) |
-| streamlets_processed_records_per_second | gauge | records/s | processedRowsPerSecond (last batch) |
+| streamlets_processed_records_per_second | gauge | records/s | processedRowsPerSecond (last batch that read records) |
 | streamlets_batch_duration_seconds | gauge | s | durationMs.triggerExecution (last batch) |
 | streamlets_processing_delay_seconds | gauge | s | durationMs.addBatch: the last batch's data processing |
 | streamlets_busy_seconds_total | counter | s | durationMs.addBatch of every batch, summed (streamlets.autoscale's busy time) |
@@ -69,7 +69,8 @@ QUERY_FAMILIES: tuple[tuple[str, type[CounterMetricFamily] | type[GaugeMetricFam
     ("input_rate", GaugeMetricFamily, "streamlets_input_records_per_second",
      "Input rate of the last micro-batch (inputRowsPerSecond), records per second."),
     ("processed_rate", GaugeMetricFamily, "streamlets_processed_records_per_second",
-     "Processing rate of the last micro-batch (processedRowsPerSecond), records per second."),
+     "Processing rate of the last micro-batch that read records (processedRowsPerSecond; a no-data batch, "
+     "a stateful query's watermark moving, leaves it), records per second."),
     ("duration", GaugeMetricFamily, "streamlets_batch_duration_seconds",
      "The last micro-batch's duration (durationMs.triggerExecution), seconds."),
     ("delay", GaugeMetricFamily, "streamlets_processing_delay_seconds",

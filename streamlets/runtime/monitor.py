@@ -227,7 +227,8 @@ class ProgressMonitor(StreamingQueryListener):
                 stats.output_rows += sink_rows
                 stats.output_counted = True
         stats.input_rate = _rate(p.inputRowsPerSecond)
-        stats.processed_rate = _rate(p.processedRowsPerSecond)
+        if p.numInputRows > 0:  # a no-data batch (a stateful query's watermark moving) processes none: its
+            stats.processed_rate = _rate(p.processedRowsPerSecond)  # 0 would hide the rate of the data
         stats.watermark = (p.eventTime or {}).get("watermark")
         stats.state_rows = sum(op.numRowsTotal for op in (p.stateOperators or []))
         stats.state_memory_bytes = sum(op.memoryUsedBytes for op in (p.stateOperators or []))

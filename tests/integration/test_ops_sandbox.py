@@ -170,9 +170,10 @@ def test_prometheus_web_view_and_lag_of_flight_delays(tmp_path):
                 if tag == "tr" and "data-topic" in a:
                     self.topics[a["data-topic"]] = float(a["data-rate"])
 
-        # The page is judged on its own figures: a stateful streamlet's no-data batches (its
-        # watermark moving) report a processed rate of 0, so the API's figures a moment earlier
-        # do not tell what the page shows.
+        # The page is judged on its own figures (the API's a moment earlier may differ): fetched
+        # as served (server-rendered, no script: what the browser shows), then drawn by Chromium.
+        # A browser started for every look took seconds each on a loaded machine, so the looks
+        # missed the feed.
         seen = None
         rates: dict = {}
         topic_rates: dict = {}
@@ -186,13 +187,17 @@ def test_prometheus_web_view_and_lag_of_flight_delays(tmp_path):
             topic_rates = {t["id"]: t["rate"] or 0 for t in view["topics"]}
             if all(rates[s] > 0 for s in STREAMLETS) and all(topic_rates[t] > 0 for t in TOPICS):
                 page_rates = Rates()
-                page_rates.feed(_chromium(page, "--dump-dom").stdout)
+                with urllib.request.urlopen(page, timeout=10) as served:
+                    page_rates.feed(served.read().decode())
                 assert set(page_rates.streamlets) == set(STREAMLETS) and set(page_rates.topics) == set(TOPICS)
                 if all(v > 0 for v in (*page_rates.streamlets.values(), *page_rates.topics.values())):
                     seen = page_rates
                     seen_live.set()
                     _chromium(page, f"--screenshot={shot}")
                     print(f"web view screenshot: {shot}")
+                    drawn = Rates()  # the page as Chromium built it: the same rows
+                    drawn.feed(_chromium(page, "--dump-dom").stdout)
+                    assert set(drawn.streamlets) == set(STREAMLETS) and set(drawn.topics) == set(TOPICS)
             time.sleep(0.5)
         assert seen is not None, f"never saw every streamlet and topic with a non-zero rate; last: {rates} {topic_rates}"
         assert shot.stat().st_size > 10_000

@@ -49,6 +49,21 @@ def test_the_monitor_counts_a_report_rebuilt_from_json():
     assert stats.batch_duration_ms == 812 and stats.last_batch_id == 0
 
 
+def test_a_no_data_batch_leaves_the_processed_rate_of_the_last_batch_that_read_records():
+    """A stateful query runs a no-data batch when its watermark moves (Spark reports 0 records
+    processed at 0/s): the processed rate stays the data batch's; the input rate follows Spark's."""
+    monitor = ProgressMonitor()
+    data = {**FIRST_BATCH, "inputRowsPerSecond": 80.0, "processedRowsPerSecond": 50.5}
+    monitor._progress(progress_from_json(json.dumps(data)))
+    no_data = {**FIRST_BATCH, "batchId": 1, "numInputRows": 0, "inputRowsPerSecond": 0.0,
+               "processedRowsPerSecond": 0.0, "sources": []}
+    monitor._progress(progress_from_json(json.dumps(no_data)))
+    stats = monitor.stats["enrich.out"]
+    assert (stats.batches, stats.processed_rate, stats.input_rate) == (2, 50.5, 0.0)
+    monitor._progress(progress_from_json(json.dumps({**data, "batchId": 2, "processedRowsPerSecond": 7.0})))
+    assert stats.processed_rate == 7.0
+
+
 def test_the_monitor_counts_each_batchs_fixed_cost_apart_once_the_batches_tell_it():
     """Reports whose addBatch is 200 ms plus 1 ms per 10 records: nothing is counted as fixed cost
     until FIXED_COST_MIN_BATCHES batches, then 200 ms of each; busy time holds all of it."""
