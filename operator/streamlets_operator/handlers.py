@@ -1,8 +1,8 @@
 """kopf handlers of StreamletApplications (streamlets.io/v1alpha1).
 
 create / update / resume -> reconcile: validate, topics, checkpoint claim, per streamlet a Secret
-and a SparkApplication (created, or replaced only when its spec-hash changed), children of
-streamlets no longer in the spec deleted, status written. Idempotent: an operator killed midway
+and a SparkApplication (created, or deleted and created again only when its spec-hash changed),
+children of streamlets no longer in the spec deleted, status written. Idempotent: an operator killed midway
 converges when kopf re-runs the handler (progress is kept in annotations).
 delete -> the children go (no garbage collector is assumed); topics only with deleteTopicsOnDelete.
 timer -> status refreshed from the SparkApplications' states.
@@ -208,7 +208,8 @@ def _savepoint_before_upgrade(app: dict[str, Any], rendered: dict[str, Any], pat
     if spec.upgrade_mode != "savepoint":
         return
     existing = {sa["metadata"].get("labels", {}).get(render.LABEL_STREAMLET): sa
-                for sa in kube.owned_spark_apps(meta["namespace"], meta["name"], meta["uid"])}
+                for sa in kube.owned_spark_apps(meta["namespace"], meta["name"], meta["uid"])
+                if not sa["metadata"].get("deletionTimestamp")}  # one being replaced was stopped already
     changing = [n for n, (_, sa) in rendered["streamlets"].items() if n in existing and
                 existing[n]["metadata"].get("annotations", {}).get(render.ANNOTATION_HASH)
                 != sa["metadata"]["annotations"][render.ANNOTATION_HASH]]

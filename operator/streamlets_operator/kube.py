@@ -5,6 +5,7 @@ errors: TemporaryError (retried) for transient ones, PermanentError for rejected
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Callable
 
 import kopf
@@ -119,28 +120,45 @@ def get_spark_app(ns: str, name: str) -> dict | None:
         return None
 
 
+# How long a replacement waits, within one handler call, for the old SparkApplication to be gone
+# (seconds); the Spark Operator puts no finalizer on it, so it is gone at once.
+REPLACE_WAIT = 30.0
+
+
 def apply_spark_app(desired: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """Create or replace the SparkApplication when its spec-hash differs; (object, what was done)."""
+    """Create the SparkApplication, or replace it when its spec-hash differs: (object, what was done:
+    'created', 'replaced' or None when it was up to date).
+
+    A replacement deletes the old SparkApplication and creates the new one once the old one is gone
+    (its driver pod goes with it: the Spark Operator's webhook makes the application its owner).
+    It is not an update in place: the Spark Operator handles a spec update as best effort (its event
+    filter sets the state to INVALIDATING and gives up on a conflict), and an update landing while
+    the driver ended (a stop with a savepoint before an upgrade) left the application COMPLETED on
+    the new spec, never run again. Raises kopf.TemporaryError (retried) while the old one is still
+    there after REPLACE_WAIT seconds."""
     meta = desired["metadata"]
     ns, name = meta["namespace"], meta["name"]
     existing = get_spark_app(ns, name)
-    if existing is None:
-        try:
-            obj = call(f"creating SparkApplication {name}", custom().create_namespaced_custom_object,
-                       SPARK_GROUP, SPARK_VERSION, ns, SPARK_PLURAL, desired)
-        except NotFound:
-            raise kopf.TemporaryError("the SparkApplication CRD (sparkoperator.k8s.io/v1beta2) is not installed: "
-                                      "install the Kubernetes Spark Operator", delay=15) from None
-        return obj, "created"
-    if _hash(existing) == _hash(desired):
-        return existing, None
-    old_meta = existing["metadata"]
-    body = {**desired, "metadata": {**meta, "resourceVersion": old_meta["resourceVersion"],
-                                    "labels": {**(old_meta.get("labels") or {}), **meta["labels"]},
-                                    "annotations": {**(old_meta.get("annotations") or {}), **meta["annotations"]}}}
-    obj = call(f"replacing SparkApplication {name}", custom().replace_namespaced_custom_object,
-               SPARK_GROUP, SPARK_VERSION, ns, SPARK_PLURAL, name, body)
-    return obj, "replaced"
+    done = "created"
+    if existing is not None:
+        if _hash(existing) == _hash(desired) and not existing["metadata"].get("deletionTimestamp"):
+            return existing, None
+        if not existing["metadata"].get("deletionTimestamp"):
+            delete_spark_app(ns, name)
+        deadline = time.monotonic() + REPLACE_WAIT
+        while get_spark_app(ns, name) is not None:
+            if time.monotonic() > deadline:
+                raise kopf.TemporaryError(f"SparkApplication {name} was deleted to be created with its new spec, "
+                                          "and is not gone yet", delay=5)
+            time.sleep(0.5)
+        done = "replaced"
+    try:
+        obj = call(f"creating SparkApplication {name}", custom().create_namespaced_custom_object,
+                   SPARK_GROUP, SPARK_VERSION, ns, SPARK_PLURAL, desired)
+    except NotFound:
+        raise kopf.TemporaryError("the SparkApplication CRD (sparkoperator.k8s.io/v1beta2) is not installed: "
+                                  "install the Kubernetes Spark Operator", delay=15) from None
+    return obj, done
 
 
 # --- claims -------------------------------------------------------------------------------------
