@@ -1,12 +1,13 @@
 """The cluster toolchain's background build that dev/test starts, and waiting for it.
 
-dev/test runs dev/toolchain (dev/k8s-env; as root also dev/k8s-node-env and dev/images: some 40
-minutes of Go and image builds on a fresh machine, seconds when cached) at idle CPU and I/O
-priority while the lint and the tests that need none of it run. It sets
-``STREAMLETS_TOOLCHAIN_DIR`` to a folder where the build writes ``log`` and, when it ends, ``rc``
-(its exit status). Tests that need the toolchain use the ``toolchain`` fixture
-(tests/kube/fixtures.py), which calls :func:`wait_for_toolchain`; tests/conftest.py orders them
-after the others. Without the variable (pytest run directly) nothing waits: the toolchain is
+dev/test runs dev/toolchain (dev/k8s-env; as root also dev/k8s-node-env and dev/images: some 35
+minutes of Go and image builds on a fresh machine beside the tests, seconds when cached) while the
+lint and the tests that need none of it run. It sets ``STREAMLETS_TOOLCHAIN_DIR`` to a folder where
+the build writes ``log`` and, when it ends, ``rc`` (its exit status), and starts the pytest of the
+tests that need the toolchain (the cluster lane) once ``rc`` exists. Those tests use the
+``toolchain`` fixture (tests/kube/fixtures.py), which calls :func:`wait_for_toolchain`: there it
+returns at once, or fails them with the log's tail when the build failed; tests/conftest.py orders
+them after the others. Without the variable (pytest run directly) nothing waits: the toolchain is
 whatever the cache holds. Stdlib only.
 """
 
