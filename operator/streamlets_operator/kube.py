@@ -141,9 +141,10 @@ def apply_spark_app(desired: dict[str, Any]) -> tuple[dict[str, Any], str | None
     existing = get_spark_app(ns, name)
     done = "created"
     if existing is not None:
-        if _hash(existing) == _hash(desired) and not existing["metadata"].get("deletionTimestamp"):
+        deleting = bool(existing["metadata"].get("deletionTimestamp"))
+        if not deleting and _hash(existing) == _hash(desired):
             return existing, None
-        if not existing["metadata"].get("deletionTimestamp"):
+        if not deleting:
             delete_spark_app(ns, name)
         deadline = time.monotonic() + REPLACE_WAIT
         while get_spark_app(ns, name) is not None:
