@@ -439,7 +439,8 @@ def test_two_replicas_with_peering_one_handles_and_the_other_takes_over(api, clu
                                  "/scale", "value": {"executors": 3}}])
         wait_for("stats scaled by the older replica",
                  lambda: spark_apps(custom, ns)["stats"]["spec"]["executor"]["instances"] == 3, op=older)
-        assert handled(older) >= 1
+        # its log line follows the new SparkApplication (a changed one is deleted, then created)
+        wait_for("the older replica's reconcile in its log", lambda: handled(older) >= 1, timeout=30, op=older)
     finally:
         for op in (newer, older):
             op.stop()
