@@ -40,6 +40,7 @@ def run(mode: str, burst: str, warm_up: str, cpu: str, feed: str) -> dict:
     """One run of the e2e module in `mode`; its BENCH figures."""
     env = {**os.environ, "STREAMLETS_E2E_AUTOSCALING": mode, "STREAMLETS_E2E_BURST": burst, "STREAMLETS_E2E_FEED": feed,
            "STREAMLETS_E2E_WARM_UP": warm_up, "STREAMLETS_E2E_ENRICH_CPU": cpu,
+           "STREAMLETS_TEST_JAVA_OPTIONS": "",  # the pods' JVMs with their defaults (tests/support/spark.py)
            "STREAMLETS_CLUSTER_NODES": os.environ.get("STREAMLETS_CLUSTER_NODES", "2")}
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "pytest", MODULE, "-s", "-x", "-q", "-p", "no:cacheprovider",

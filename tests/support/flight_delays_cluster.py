@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from support.e2e import APPS, POLL_ERRORS, POLL_INTERVAL, REPO, pods_report
-from support.spark import TEST_DRIVER_JAVA_OPTIONS
+from support.spark import TEST_JAVA_OPTIONS
 from support.waiting import wait_until
 
 sys.path.insert(0, str(REPO / "examples" / "flight-delays"))
@@ -35,23 +35,26 @@ START_TIMEOUT = 600
 RESULTS_TIMEOUT = 900
 
 
-def _jvm_config() -> Path:
+def _jvm_configs() -> list[Path]:
     """A deploy config, first (the others override it), giving every driver and executor pod the
     tests' JVM options (support.spark) through Spark's settings for administrators,
     spark.driver.defaultJavaOptions and spark.executor.defaultJavaOptions, which Spark puts before
-    the SparkApplication's own javaOptions: a dozen JVMs start on two cores."""
+    the SparkApplication's own javaOptions: a dozen JVMs start on two cores. None when the
+    options are "" (bench/bench_autoscale.py: the JVM's defaults)."""
+    if not TEST_JAVA_OPTIONS:
+        return []
     path = Path(tempfile.gettempdir()) / "streamlets-e2e-jvm.conf"
     path.write_text("runtimes.spark.config {\n"
-                    + "".join(f'  "spark.{role}.defaultJavaOptions" = "{TEST_DRIVER_JAVA_OPTIONS}"\n'
+                    + "".join(f'  "spark.{role}.defaultJavaOptions" = "{TEST_JAVA_OPTIONS}"\n'
                               for role in ("driver", "executor")) + "}\n")
-    return path
+    return [path]
 
 
 def built_resource(blueprint: str, image: str, kafka: str, *configs: Path) -> dict:
     """`blueprint build <blueprint> --image <image> --config <each config> --kafka ...` of the
     example (later config files override earlier ones), as the StreamletApplication to apply
     (images pulled never: no registry here)."""
-    args = [a for c in (_jvm_config(), *configs) for a in ("--config", str(c))]
+    args = [a for c in (*_jvm_configs(), *configs) for a in ("--config", str(c))]
     built = subprocess.run([sys.executable, "-m", "blueprint.cli", "build", str(EXAMPLE / blueprint), "--image", image,
                             *args, "--kafka", kafka, "-n", APPS], capture_output=True, text=True, timeout=300,
                            cwd=EXAMPLE)

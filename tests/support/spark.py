@@ -6,16 +6,18 @@ HotSpot's C1 only (`-XX:TieredStopAtLevel=1`, through Spark's launcher variable
 SPARK_SUBMIT_OPTS, which its child processes inherit): a test's micro-batches are small, and C2's
 compiler threads spent a third of the suite's CPU on code that ran a few times (the flight-delays
 savepoint test: 130 CPU seconds with C2, 82 without, on this 2-core machine). The Kafka broker
-does the same (blueprint.sandbox.kafka_broker). Benchmarks and users' runs keep the JVM's
-defaults. A value already in the environment is kept.
+does the same (blueprint.sandbox.kafka_broker). Users' runs and bench/ keep the JVM's defaults
+(bench/bench_autoscale.py, which runs an e2e module, sets STREAMLETS_TEST_JAVA_OPTIONS to ""). A
+SPARK_SUBMIT_OPTS already in the environment is kept.
 """
 
 import os
 
 import pytest
 
-TEST_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
-os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_DRIVER_JAVA_OPTIONS)
+TEST_JAVA_OPTIONS = os.environ.get("STREAMLETS_TEST_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+if TEST_JAVA_OPTIONS:
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JAVA_OPTIONS)
 
 
 @pytest.fixture(scope="session")
