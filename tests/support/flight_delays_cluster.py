@@ -5,6 +5,7 @@ old default, one ReadWriteOnce checkpoint claim)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -35,19 +36,20 @@ START_TIMEOUT = 600
 RESULTS_TIMEOUT = 900
 
 
-def _jvm_configs() -> list[Path]:
+@functools.cache  # written once per process: every built_resource of it passes the same file
+def _jvm_configs() -> tuple[Path, ...]:
     """A deploy config, first (the others override it), giving every driver and executor pod the
     tests' JVM options (support.spark) through Spark's settings for administrators,
     spark.driver.defaultJavaOptions and spark.executor.defaultJavaOptions, which Spark puts before
     the SparkApplication's own javaOptions: a dozen JVMs start on two cores. None when the
     options are "" (bench/bench_autoscale.py: the JVM's defaults)."""
     if not TEST_JAVA_OPTIONS:
-        return []
-    path = Path(tempfile.gettempdir()) / "streamlets-e2e-jvm.conf"
+        return ()
+    path = Path(tempfile.mkdtemp(prefix="streamlets-e2e-jvm-")) / "jvm.conf"
     path.write_text("runtimes.spark.config {\n"
                     + "".join(f'  "spark.{role}.defaultJavaOptions" = "{TEST_JAVA_OPTIONS}"\n'
                               for role in ("driver", "executor")) + "}\n")
-    return [path]
+    return (path,)
 
 
 def built_resource(blueprint: str, image: str, kafka: str, *configs: Path) -> dict:
