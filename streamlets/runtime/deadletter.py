@@ -7,6 +7,11 @@ each one's decoding error (fastavro) and write them to the dead-letter topic. A 
 the query's checkpoint records how far each inlet topic was scanned, so a streamlet killed
 between a micro-batch and its scan rescans the gap when it starts again: nothing is lost.
 Dead letters are at-least-once (a scan may repeat after a crash).
+
+The ledger moves at every micro-batch with malformed values, and otherwise at most every
+LEDGER_INTERVAL_SECONDS (each move is a file written, one PUT on an object store); a stop
+writes what is pending. A streamlet killed in between rescans at most that much input when it
+starts again, and finds nothing new in it.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import json
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -31,6 +37,10 @@ if TYPE_CHECKING:
     from ..schema_registry import SchemaRegistry
 
 log = logging.getLogger(__name__)
+
+LEDGER_INTERVAL_SECONDS = 10.0
+"""How often, at most, an inlet's dead-letter ledger moves forward over micro-batches with no
+malformed value (seconds): what a restart may rescan."""
 
 DEAD_LETTER_SCHEMA = AvroSchema.load(
     {
@@ -153,13 +163,18 @@ class DeadLetterWriter:
     forward. `written` counts dead letters written per (streamlet, inlet).
     """
 
-    def __init__(self, spark: "SparkSession", transport, topic: str | None, app_id: str) -> None:
+    def __init__(self, spark: "SparkSession", transport, topic: str | None, app_id: str,
+                 ledger_interval: float = LEDGER_INTERVAL_SECONDS) -> None:
         self.spark = spark
         self.transport = transport
         self.topic = topic
         self.app_id = app_id
+        self.ledger_interval = ledger_interval
         self.written: dict[tuple[str, str], int] = {}
         self.errors: list[str] = []
+        # (checkpoint, inlet) -> end offsets scanned and not yet in its ledger; when it was last written
+        self._unwritten: dict[tuple[str, str], dict[str, int]] = {}
+        self._written_at: dict[tuple[str, str], float] = {}
         self._queue: queue.Queue[ScanRequest | None] = queue.Queue()
         self._thread = threading.Thread(target=self._work, name="dead-letters", daemon=True)
         self._thread.start()
@@ -185,13 +200,14 @@ class DeadLetterWriter:
         return self._queue.unfinished_tasks
 
     def drain(self, timeout: float | None = None) -> None:
-        """Wait until every submitted scan is done."""
+        """Wait until every submitted scan is done and every ledger written (at most `timeout` seconds)."""
         done = threading.Event()
         self._queue.put(_Barrier(done))  # type: ignore[arg-type]
         done.wait(timeout)
 
     def close(self) -> None:
-        """Stop the background thread after the scans queued so far, waiting at most 60 seconds."""
+        """Stop the background thread after the scans queued so far and the ledgers' last writes,
+        waiting at most 60 seconds."""
         self._queue.put(None)
         self._thread.join(timeout=60)
 
@@ -200,8 +216,10 @@ class DeadLetterWriter:
             request = self._queue.get()
             try:
                 if request is None:
+                    self._write_ledgers(due_only=False)
                     return
                 if isinstance(request, _Barrier):
+                    self._write_ledgers(due_only=False)
                     request.done.set()
                     continue
                 self._handle(request)
@@ -214,14 +232,40 @@ class DeadLetterWriter:
                 n = self.scan(request)
                 key = (request.read.streamlet, request.read.inlet)
                 self.written[key] = self.written.get(key, 0) + n
-            merged = dict(read_ledger(request.checkpoint, request.read.inlet, self.spark) or {})
-            for p, o in request.end.items():
-                merged[p] = max(merged.get(p, 0), o)
-            write_ledger(request.checkpoint, request.read.inlet, merged, self.spark)
         except Exception as e:  # keep the streamlet running; the ledger stays behind for a rescan
             msg = f"dead-letter scan of {request.read.topic} {request.start}..{request.end} failed: {e}"
             log.error(msg)
             self.errors.append(msg)
+            return
+        ledger = (request.checkpoint, request.read.inlet)
+        unwritten = self._unwritten.setdefault(ledger, {})
+        for p, o in request.end.items():
+            unwritten[p] = max(unwritten.get(p, 0), o)
+        if request.malformed != 0:  # what was written to the dead-letter topic is recorded at once
+            self._written_at.pop(ledger, None)
+        self._write_ledgers(due_only=True)
+
+    def _write_ledgers(self, due_only: bool) -> None:
+        """Move the ledgers forward to what was scanned: those last written LEDGER_INTERVAL_SECONDS
+        ago or more (or never, or after dead letters) when `due_only`, else all of them."""
+        now = time.monotonic()
+        for ledger, unwritten in list(self._unwritten.items()):
+            last = self._written_at.get(ledger)
+            if due_only and last is not None and now - last < self.ledger_interval:
+                continue
+            checkpoint, inlet = ledger
+            try:
+                merged = dict(read_ledger(checkpoint, inlet, self.spark) or {})
+                for p, o in unwritten.items():
+                    merged[p] = max(merged.get(p, 0), o)
+                write_ledger(checkpoint, inlet, merged, self.spark)
+            except Exception as e:  # kept for the next try; a restart rescans from the ledger on disk
+                msg = f"dead-letter ledger of {inlet} in {checkpoint} not written: {e}"
+                log.error(msg)
+                self.errors.append(msg)
+                continue
+            del self._unwritten[ledger]
+            self._written_at[ledger] = now
 
     def scan(self, request: ScanRequest) -> int:
         """Write the malformed values of one offset range to the dead-letter topic; returns how many."""
