@@ -85,6 +85,27 @@ def test_another_process_resumes_and_commits_a_transaction_left_open(kafka_broke
     assert visible(bootstrap, topic, expected) == expected
 
 
+def test_a_partition_added_ahead_holds_no_reader_back(kafka_broker):
+    """The ledger's decision is begun while a batch's tasks run, its partition added with no record
+    (LedgerCommitter.beginAhead): the coordinator has the partition in an open transaction, but its
+    last stable offset stays at its end, so read_committed readers of the ledger (other outlets'
+    starts) are not held back; a record sent in an open transaction would hold them."""
+    bootstrap = kafka_broker.bootstrap_servers
+    (topic,) = topics(kafka_broker, "eos-ahead", partitions=1)
+    txid = f"eos-ahead-{uuid.uuid4().hex[:6]}"
+    tool("loop", bootstrap, topic, f"{txid}-before", "2", "0")  # two committed records before it
+
+    state, *parts = tool("ahead", bootstrap, topic, txid).stdout.split()
+    assert (state, parts) == ("Ongoing", [f"{topic}-0"])  # open at the coordinator, partition 0 in it
+    tool("loop", bootstrap, topic, f"{txid}-after", "1", "0")  # committed after it began
+    assert held_back(bootstrap, topic) == {}
+    assert len(visible(bootstrap, topic)) == 3
+
+    begin(bootstrap, topic, f"{txid}-sent", 1)  # the control: one record sent in an open transaction
+    assert held_back(bootstrap, topic)
+    assert len(visible(bootstrap, topic)) == 3
+
+
 def test_back_to_back_transactions_with_the_sinks_settings_all_commit(kafka_broker):
     """bench/bench_txn_backoff.py's step: transactions begun right after the last one's commit
     (answered CONCURRENT_TRANSACTIONS while its markers are written, then retried) each commit,

@@ -100,6 +100,13 @@ public class LedgerCommitter implements EosCommitter {
      * off the path from the tasks' end to the batch's records becoming visible. */
     private volatile Future<String> early;
     private volatile long earlyBatch = -1;
+    /** System.nanoTime() when the ledger producer's open transaction was begun ahead of the next
+     * record (beforeTasks: its partition added while the tasks run), 0 when none is. */
+    private volatile long begunAhead;
+    /** The batch this committer last committed, and the query run (Spark's job group on the stream
+     * thread) it did so in: planning the next batch of that run needs no fingerprint read. */
+    private volatile long committedBatch = -1;
+    private volatile String committedRun;
 
     @Override
     public void open(Map<String, String> options) {
@@ -162,7 +169,8 @@ public class LedgerCommitter implements EosCommitter {
             rollForward();
             long batch = state.path("batch").asLong(-1);
             if (batch >= 0 && "committed".equals(text(state, "state"))
-                    && fingerprint(batch).equals(text(state, "fingerprint"))) {
+                    && (batch == committedBatch && currentRun().equals(committedRun) // its offsets/ entry, as decided
+                        || fingerprint(batch).equals(text(state, "fingerprint")))) {
                 return batch;
             }
             return -1L;
@@ -220,6 +228,11 @@ public class LedgerCommitter implements EosCommitter {
             recorder.shutdownNow();
         }
         if (ledger != null) {
+            try {
+                abortAhead(); // holds no record; else the coordinator would keep it until transaction.timeout.ms
+            } catch (RuntimeException e) {
+                LOG.debug("{}: the ledger's transaction begun ahead: {}", prefix, e.toString());
+            }
             ledger.close(Duration.ZERO);
         }
         for (ResumableProducer p : enders.values()) {
@@ -262,6 +275,48 @@ public class LedgerCommitter implements EosCommitter {
                 return null;
             });
         }
+        guarded(() -> {
+            beginAhead();
+            return null;
+        });
+    }
+
+    /** Begin the decision's transaction while the tasks run, the ledger partition added to it (the
+     * AddPartitionsToTxn round trip off the path from the tasks' end to the batch's records becoming
+     * visible). Partition 0's leader learns of the transaction only when the decision is sent, so
+     * other outlets' reads of the ledger are not held back meanwhile. It lives as long as the
+     * batch's tasks: the decision uses it, or commit() with nothing to decide, abort() and close()
+     * abort it; so refuseNearTimeout keeps it far from transaction.timeout.ms, where the coordinator
+     * would abort it and fence this producer. One still open from a batch that was neither
+     * committed nor aborted is kept while younger than commitMarginMs, else aborted first. */
+    private void beginAhead() {
+        long since = begunAhead;
+        if (since != 0 && (System.nanoTime() - since) / 1_000_000 < commitMarginMs(transactionTimeoutMs())) {
+            return;
+        }
+        abortAhead();
+        ledger.beginTransaction();
+        begunAhead = System.nanoTime();
+        ledger.addPartitionNow(new TopicPartition(ledgerTopic, 0));
+    }
+
+    /** Abort the transaction begun ahead, if any (it holds no record). */
+    private void abortAhead() {
+        if (begunAhead != 0) {
+            begunAhead = 0;
+            ledger.abortTransaction();
+        }
+    }
+
+    /** The query run whose stream thread calls (Spark sets its run id as the thread's job group,
+     * StreamExecution.runStream), "" elsewhere. */
+    private static String currentRun() {
+        String group = SparkContext.getOrCreate().getLocalProperty("spark.jobGroup.id");
+        return group == null ? "" : group;
+    }
+
+    private long transactionTimeoutMs() {
+        return Long.parseLong(producerConfig.getProperty("transaction.timeout.ms", "60000"));
     }
 
     @Override
@@ -283,6 +338,12 @@ public class LedgerCommitter implements EosCommitter {
         }
         if (decision.isEmpty()) {
             committed = tokens(messages); // no task wrote: nothing to decide or commit
+            try {
+                abortAhead(); // never left open while no batch runs: at transaction.timeout.ms it would fence this producer
+            } catch (KafkaException e) { // the next batch opens a new committer (reusable() is false)
+                LOG.info("{}: batch {}: the ledger's transaction begun ahead: {}", prefix, batchId, e.toString());
+                failed = true;
+            }
             return;
         }
         long start = System.nanoTime();
@@ -292,6 +353,8 @@ public class LedgerCommitter implements EosCommitter {
         long decidedAt = System.nanoTime();
         decided(batchId, decision);
         commitAll(batchId, fingerprint, decision);
+        committedBatch = batchId;
+        committedRun = currentRun();
         long decideMs = (decidedAt - start) / 1_000_000;
         long commitMs = (System.nanoTime() - decidedAt) / 1_000_000;
         // The batch is committed (its records visible): Spark may write its commit log and plan the
@@ -327,7 +390,7 @@ public class LedgerCommitter implements EosCommitter {
         if (started == 0) {
             return;
         }
-        long timeout = Long.parseLong(producerConfig.getProperty("transaction.timeout.ms", "60000"));
+        long timeout = transactionTimeoutMs();
         long elapsed = (System.nanoTime() - started) / 1_000_000;
         if (elapsed > timeout - commitMarginMs(timeout)) {
             throw new KafkaException("batch " + batchId + " is not committed: its tasks began " + elapsed
@@ -453,6 +516,11 @@ public class LedgerCommitter implements EosCommitter {
         } catch (RuntimeException e) { // failed already: the next committer rolls the last decision forward
             LOG.info("{}: abort of batch {}: {}", prefix, batchId, e.toString());
         }
+        try {
+            abortAhead();
+        } catch (KafkaException e) { // fenced or failed: the next record's transaction reports it
+            LOG.info("{}: abort of batch {}: the ledger's transaction: {}", prefix, batchId, e.toString());
+        }
         if ("decided".equals(text(state, "state")) && state.path("batch").asLong(-1) == batchId) {
             return; // decided: rolled forward by the next batch or run, never aborted
         }
@@ -515,8 +583,12 @@ public class LedgerCommitter implements EosCommitter {
     /** Produce the new state in a transaction of the driver's producer (fenced when a newer driver
      * of this outlet query started) and wait for its commit. */
     private void record(ObjectNode next) {
+        boolean ahead = begunAhead != 0;
+        begunAhead = 0;
         try {
-            ledger.beginTransaction();
+            if (!ahead) {
+                ledger.beginTransaction();
+            }
             ledger.send(new ProducerRecord<>(ledgerTopic, 0, prefix.getBytes(StandardCharsets.UTF_8),
                     JSON.writeValueAsBytes(next)));
             ledger.commitTransaction();
@@ -526,6 +598,10 @@ public class LedgerCommitter implements EosCommitter {
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         } catch (KafkaException e) {
+            if (fenced(e)) { // a transaction begun ahead: its AddPartitionsToTxn met the fence, the send reports it
+                throw new KafkaException(prefix + ": a newer driver of this outlet query started (fenced): this one "
+                        + "stops deciding batches", e);
+            }
             try {
                 ledger.abortTransaction();
             } catch (KafkaException ignored) { // the next record's transaction reports what is wrong
@@ -533,6 +609,16 @@ public class LedgerCommitter implements EosCommitter {
             throw new KafkaException("writing the batch ledger " + ledgerTopic + " failed: " + e, e);
         }
         state = next;
+    }
+
+    /** Whether `e` or one of its causes says this producer was fenced. */
+    private static boolean fenced(Throwable e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof ProducerFencedException || t instanceof InvalidProducerEpochException) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** This prefix's last ledger record (read_committed, partition 0 from its start to its end),

@@ -8,6 +8,7 @@ import java.util.Properties;
 
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
@@ -21,7 +22,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * (org.apache.kafka.common.utils.ProducerIdAndEpoch, constructor (long, short)),
  * .txnPartitionMap (TxnPartitionMap.reset()), .transactionStarted, private
  * transitionTo(TransactionManager$State); states UNINITIALIZED -> INITIALIZING -> READY ->
- * IN_TRANSACTION; private completeTransaction() (continueAfterCommit). A version without them fails with IllegalStateException("Incompatible
+ * IN_TRANSACTION; private completeTransaction() (continueAfterCommit); maybeAddPartition(TopicPartition) and
+ * KafkaProducer.sender's wakeup() (addPartitionNow, which does nothing where they are missing). A version without them fails with IllegalStateException("Incompatible
  * kafka-clients ...") at the first call, never silently.
  *
  * <p>Close with {@link #closeKeepingTransaction()}: a graceful close() aborts an open
@@ -101,6 +103,34 @@ public class ResumableProducer extends KafkaProducer<byte[], byte[]> {
             transition(tm, "COMMITTING_TRANSACTION");
             invoke(tm, "completeTransaction", new Class<?>[0]);
         }
+    }
+
+    /**
+     * Add {@code partition} to the open transaction now, as a first send to it would (the Sender
+     * sends AddPartitionsToTxn at once: TransactionManager.maybeAddPartition, Sender.wakeup), so that
+     * a later send to it goes without that round trip. Only the transaction coordinator learns of
+     * it: the partition's leader holds its last stable offset back only once a record of the
+     * transaction arrives. Returns false, having changed nothing, where these internals differ (the
+     * send adds the partition as usual then).
+     */
+    public boolean addPartitionNow(TopicPartition partition) {
+        Object tm = transactionManager();
+        Method add;
+        try {
+            add = tm.getClass().getDeclaredMethod("maybeAddPartition", TopicPartition.class);
+            add.setAccessible(true);
+        } catch (NoSuchMethodException e) {
+            return false;
+        }
+        try {
+            add.invoke(tm, partition);
+        } catch (java.lang.reflect.InvocationTargetException e) { // the producer's own error (fenced...), as a send throws it
+            throw e.getCause() instanceof RuntimeException r ? r : new IllegalStateException(e.getCause());
+        } catch (IllegalAccessException e) {
+            throw incompatible(e);
+        }
+        invoke(get(this, KafkaProducer.class, "sender"), "wakeup", new Class<?>[0]);
+        return true;
     }
 
     /** Close without ending an open transaction (the executors' side after flush). */

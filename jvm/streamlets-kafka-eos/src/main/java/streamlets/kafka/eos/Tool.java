@@ -16,6 +16,11 @@ import org.apache.kafka.clients.producer.ProducerRecord;
  *   abort BOOTSTRAP TXID PID EPOCH  resume the open transaction and abort it
  *   fence BOOTSTRAP TXID            initTransactions on TXID: fences its producers, aborts
  *                                   its open transaction
+ *   ahead BOOTSTRAP TOPIC TXID      begin a transaction and add partition 0 of TOPIC to it with no
+ *                                   record (ResumableProducer.addPartitionNow, as the ledger's
+ *                                   decision is begun while a batch's tasks run), wait until the
+ *                                   coordinator lists it (Admin.describeTransactions), print
+ *                                   "STATE topic-0 ...", exit leaving it open
  *   loop BOOTSTRAP TOPIC TXID N GAP N transactions of one record each to partition 0 of TOPIC,
  *                                   GAP ms apart (0: back to back), each a send and a
  *                                   commitTransaction (the ledger's record()), by a producer with
@@ -54,6 +59,10 @@ public final class Tool {
             p.closeKeepingTransaction();
             Runtime.getRuntime().halt(0); // no shutdown hooks, like a crash after flush
         }
+        if (cmd.equals("ahead")) {
+            ahead(base, args[2], args[3]);
+            return;
+        }
         if (cmd.equals("loop")) {
             loop(base, args[2], args[3], Integer.parseInt(args[4]), Long.parseLong(args[5]));
             return;
@@ -74,6 +83,36 @@ public final class Tool {
         }
         p.close();
         System.out.println("ok");
+    }
+
+    private static void ahead(Properties base, String topic, String txid) {
+        ResumableProducer p = new ResumableProducer(base, txid);
+        p.initTransactions();
+        p.beginTransaction();
+        if (!p.addPartitionNow(new org.apache.kafka.common.TopicPartition(topic, 0))) {
+            throw new IllegalStateException("this kafka-clients cannot add a partition ahead");
+        }
+        Properties admin = new Properties();
+        admin.setProperty("bootstrap.servers", base.getProperty("bootstrap.servers"));
+        try (org.apache.kafka.clients.admin.Admin a = org.apache.kafka.clients.admin.Admin.create(admin)) {
+            long deadline = System.nanoTime() + 30_000_000_000L;
+            while (true) {
+                org.apache.kafka.clients.admin.TransactionDescription d =
+                        a.describeTransactions(java.util.List.of(txid)).description(txid).get();
+                if (!d.topicPartitions().isEmpty() || System.nanoTime() > deadline) {
+                    StringBuilder out = new StringBuilder(d.state().toString());
+                    d.topicPartitions().forEach(tp -> out.append(' ').append(tp));
+                    System.out.println(out);
+                    break;
+                }
+                Thread.sleep(50);
+            }
+        } catch (InterruptedException | java.util.concurrent.ExecutionException e) {
+            throw new IllegalStateException(e);
+        }
+        System.out.flush();
+        p.closeKeepingTransaction();
+        Runtime.getRuntime().halt(0); // the transaction stays open, as a driver's while its tasks run
     }
 
     /** The sink's task and ledger producer settings (EosKafkaSink.producerConfig), `base` over them. */
