@@ -9,7 +9,7 @@ One Kafka broker (started here) and one SparkSession serve every variant; each v
 fresh topics. With --hops 3 every variant runs three maps in a row, each its own query
 (streamlet, Quix application) reading the topic the one before writes; the record is timed from
 its produce into the first topic to its receipt from the last. A producer process sends the flight events of flight_workload (Avro, 12 fields) at a
-steady rate (ticks of 1 ms, linger.ms 0) for --seconds, keyed by flight_id; a consumer process
+steady rate (ticks of --tick-ms, linger.ms 0) for --seconds, keyed by flight_id; a consumer process
 reads the output topic and notes when each mapped record arrives. Latency = receipt time -
 the time the record was handed to the producer (both on this machine's clock, time.time()).
 Before the measured window the variant runs until a warm-up record has come through.
@@ -39,7 +39,10 @@ Printed: p50, p90, p99 and max in ms per hops, variant and rate, the records rec
 sent, and ratios to the hand-written job of the same trigger. For one-hop micro-batch variants
 also "visible only at its batch's end": the same run's latencies had each record become visible
 only when its micro-batch's addBatch ended (batch_end_bound), a lower bound for any sink that shows
-a batch all at once, as the exactly-once outlet's transactions do. Results go to bench/results/latency.json.
+a batch all at once, as the exactly-once outlet's transactions do. For every variant, the CPU
+seconds the driver's JVM, the driver's Python process and the broker used in the measured window
+(/proc/<pid>/stat), and per micro-batch: on two cores every process competes with the others,
+so CPU a batch costs anywhere shows as latency. Results go to bench/results/latency.json.
 """
 
 from __future__ import annotations
@@ -100,7 +103,7 @@ def default_master(hops: list[int], partitions: int) -> str:
 
 # --- producer and consumer processes ------------------------------------------------------------
 
-def _producer(bootstrap: str, topic: str, rate: int, seconds: float, start_index: int, out_q) -> None:
+def _producer(bootstrap: str, topic: str, rate: int, seconds: float, start_index: int, out_q, tick: float = 0.005) -> None:
     import fastavro
     from confluent_kafka import Producer
 
@@ -136,7 +139,7 @@ def _producer(bootstrap: str, topic: str, rate: int, seconds: float, start_index
                     producer.poll(0.001)
             i += 1
         producer.poll(0)
-        time.sleep(0.001)
+        time.sleep(tick)
     producer.flush(60)
     out_q.put(sent)
 
@@ -147,7 +150,9 @@ def _consumer(bootstrap: str, topic: str, partitions: int, expected: int, start_
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{uuid.uuid4().hex}", "enable.auto.commit": False,
                   "isolation.level": "read_committed",  # as inlets read (librdkafka's default too)
-                  "fetch.wait.max.ms": 1, "fetch.min.bytes": 1})
+                  # a long poll, answered as soon as a record is there (fetch.min.bytes 1): polling
+                  # every millisecond (fetch.wait.max.ms 1) took broker CPU from the system measured
+                  "fetch.min.bytes": 1})
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     ready.set()
     # Preallocated: a dict growing to millions of entries resizes in place, and each resize holds
@@ -248,7 +253,7 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 def measure(bootstrap: str, in_topic: str, out_topic: str, partitions: int, rate: int, seconds: float,
-            start_index: int) -> dict[str, Any]:
+            start_index: int, tick: float = 0.005) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     q_sent, q_recv, ready = ctx.Queue(), ctx.Queue(), ctx.Event()
     n = int(rate * seconds)
@@ -256,7 +261,7 @@ def measure(bootstrap: str, in_topic: str, out_topic: str, partitions: int, rate
                                                    ready, q_recv))
     consumer.start()
     ready.wait(60)
-    producer = ctx.Process(target=_producer, args=(bootstrap, in_topic, rate, seconds, start_index, q_sent))
+    producer = ctx.Process(target=_producer, args=(bootstrap, in_topic, rate, seconds, start_index, q_sent, tick))
     producer.start()
     sent = q_sent.get(timeout=seconds + 300)
     received = q_recv.get(timeout=seconds + 300)
@@ -265,6 +270,26 @@ def measure(bootstrap: str, in_topic: str, out_topic: str, partitions: int, rate
     lat = sorted((received[i] - sent[i]) * 1000 for i in received)
     return {"sent": n, "received": len(received), **latency_stats(lat), "worst_seconds": worst_seconds(sent, received),
             "_times": (sent, received)}
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used so far, from /proc/<pid>/stat (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_meter(pids: dict[str, int | None]):
+    """Start measuring the CPU of the processes `pids` (label -> pid; None left out); the returned
+    callable gives each one's CPU seconds since, by label."""
+    known = {k: v for k, v in pids.items() if v}
+    start = {k: cpu_seconds(v) for k, v in known.items()}
+    return lambda: {k: cpu_seconds(v) - start[k] for k, v in known.items()}
+
+
+def cpu_line(cpu: dict[str, float], batches: int) -> str:
+    """The window's CPU seconds per process, and per micro-batch when there were batches."""
+    per = (lambda v: f", {v * 1000 / batches:.1f} ms a batch") if batches else (lambda v: "")
+    return "CPU in the window: " + ", ".join(f"{k} {v:.1f} s{per(v)}" for k, v in cpu.items())
 
 
 def latency_stats(sorted_ms: list[float]) -> dict[str, float]:
@@ -344,6 +369,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "Real-Time Mode holds a task slot per partition and hop, one more runs the rest)")
     parser.add_argument("--checkpoint-interval", default=DEFAULT_CHECKPOINT_INTERVAL,
                         help=f"Real-Time Mode checkpoint interval (default {DEFAULT_CHECKPOINT_INTERVAL}, the SDK's and Spark's)")
+    parser.add_argument("--tick-ms", type=float, default=5.0,
+                        help="the producer sends what is due every this many ms (default 5; each tick is a produce "
+                             "request, and 1 ms ticks cost the broker a core's worth of CPU on two cores)")
     parser.add_argument("--warmup-seconds", type=float, default=15.0,
                         help="seconds of load, unmeasured, through each Spark variant before the measured rounds: "
                              "the driver JVM's compiler warms up its code paths (default 15; 0: none)")
@@ -388,10 +416,11 @@ def print_table(results: list[dict[str, Any]], rates: list[int], hops_list: list
 
 
 def run_variant(spark: Any, bootstrap: str, tmp: Path, tag: str, name: str, hops: int, rate: int, seconds: float,
-                args: argparse.Namespace) -> dict[str, Any]:
+                args: argparse.Namespace, pids: dict[str, int | None] | None = None) -> dict[str, Any]:
     """One measured window of variant `name` on new topics named after `tag`: start it, warm it up,
     measure `seconds` at `rate` records/s, stop it. Spark variants' results carry their batches'
-    phases, and with one hop the batch-end bound."""
+    phases, and with one hop the batch-end bound; `cpu` gives the CPU seconds each process of
+    `pids` (label -> pid) used in the measured window."""
     from blueprint.sandbox.kafka_broker import create_topics
 
     topics = chain_topics(tag, hops)
@@ -404,8 +433,10 @@ def run_variant(spark: Any, bootstrap: str, tmp: Path, tag: str, name: str, hops
                                             args.checkpoint_interval)
     try:
         warm_up(bootstrap, topics[0], topics[-1], args.partitions)
-        r = measure(bootstrap, topics[0], topics[-1], args.partitions, rate, seconds, 0)
+        cpu = cpu_meter(pids or {})
+        r = measure(bootstrap, topics[0], topics[-1], args.partitions, rate, seconds, 0, args.tick_ms / 1000)
         sent, received = r.pop("_times")
+        r["cpu"] = cpu()
         if queries is not None:
             r["phases"] = batch_phases(queries())
             if hops == 1:
@@ -451,17 +482,20 @@ def main(argv: list[str] | None = None) -> int:
             # in the context's conf: the streamlets' sessions (SparkSession.newSession) take it from there
             spark = build_spark_session("bench-latency", master=master,
                                         conf={"spark.sql.streaming.numRecentProgressUpdates": "100000"})
+        # the processes whose CPU each window reports: with 2 cores busy, CPU anywhere is latency
+        pids = {"driver JVM": int(spark._jvm.java.lang.ProcessHandle.current().pid()) if spark is not None else None,
+                "driver Python": os.getpid(), "broker": broker.pid}
         warm = dict.fromkeys(v for v in variants if v != "quix") if args.warmup_seconds > 0 else {}
         for name in warm:  # each Spark variant once, in the order given
             w = run_variant(spark, bootstrap, tmp, f"warmup.{name}.{uuid.uuid4().hex[:6]}", name, 1, max(rates),
-                            args.warmup_seconds, args)
+                            args.warmup_seconds, args, pids)
             print(f"  warm-up ({name}, {args.warmup_seconds:g} s at {max(rates)}/s, not counted): p50 {w['p50']:.1f} ms",
                   flush=True)
         for hops in hops_list:
             for rate in rates:
                 for name in variants:
                     r = run_variant(spark, bootstrap, tmp, f"{name}.{hops}.{rate}.{uuid.uuid4().hex[:6]}", name, hops,
-                                    rate, args.seconds, args)
+                                    rate, args.seconds, args, pids)
                     r.update(variant=name, rate=rate, hops=hops)
                     results.append(r)
                     print(f"  {hops} hop(s) {rate:>6}/s {name:<18} p50 {r['p50']:8.1f} ms  p90 {r['p90']:8.1f}  "
@@ -469,6 +503,8 @@ def main(argv: list[str] | None = None) -> int:
                     if r.get("phases"):
                         print("      median ms per batch: " + ", ".join(f"{k} {v:g}" for k, v in r["phases"].items()),
                               flush=True)
+                    if r.get("cpu"):
+                        print("      " + cpu_line(r["cpu"], int((r.get("phases") or {}).get("batches") or 0)), flush=True)
                     if r.get("batch_end_bound"):
                         b = r["batch_end_bound"]
                         print(f"      visible only at its batch's end: p50 {b['p50']:.1f} ms ({b['p50'] / r['p50']:.2f}x), "

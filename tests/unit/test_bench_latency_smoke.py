@@ -69,3 +69,24 @@ def test_batch_end_bound_moves_each_record_to_the_end_of_the_first_batch_that_co
     assert bound["records"] == 4
     assert sorted(round(x) for x in (bound["p50"], bound["max"])) == [round(148 - 60), round(148 - 6)]
     assert bench.batch_end_bound(sent, received, [batches[1]]) is None  # no batch with rows: no bound
+
+
+def test_the_cpu_meter_counts_each_process_own_cpu(bench):
+    import os
+    import subprocess
+    import time
+
+    idle = subprocess.Popen(["sleep", "30"])
+    try:
+        meter = bench.cpu_meter({"me": os.getpid(), "idle": idle.pid, "absent": None})
+        end = time.process_time() + 0.3
+        while time.process_time() < end:  # 0.3 s of this process's CPU
+            pass
+        used = meter()
+    finally:
+        idle.kill()
+        idle.wait()
+    assert set(used) == {"me", "idle"}  # a process without a pid is left out
+    assert 0.25 <= used["me"] < 5 and used["idle"] < 0.05
+    assert bench.cpu_line({"driver JVM": 2.0}, 100) == "CPU in the window: driver JVM 2.0 s, 20.0 ms a batch"
+    assert bench.cpu_line({"broker": 1.5}, 0) == "CPU in the window: broker 1.5 s"
