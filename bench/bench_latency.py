@@ -73,6 +73,7 @@ from streamlets.trigger import DEFAULT_CHECKPOINT_INTERVAL  # noqa: E402
 VARIANTS = ("baseline-mb", "baseline-mb-async", "baseline-rt", "streamlet-mb", "streamlet-mb-alo", "streamlet-mb-async",
             "streamlet-rt", "quix")
 WARMUP_KEY_OFFSET = 10**9
+TICK_SECONDS = 0.005  # the producer's default tick (--tick-ms): one produce request per tick
 
 
 class MappedMapper(Streamlet):
@@ -103,7 +104,7 @@ def default_master(hops: list[int], partitions: int) -> str:
 
 # --- producer and consumer processes ------------------------------------------------------------
 
-def _producer(bootstrap: str, topic: str, rate: int, seconds: float, start_index: int, out_q, tick: float = 0.005) -> None:
+def _producer(bootstrap: str, topic: str, rate: int, seconds: float, start_index: int, out_q, tick: float) -> None:
     import fastavro
     from confluent_kafka import Producer
 
@@ -253,7 +254,7 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 def measure(bootstrap: str, in_topic: str, out_topic: str, partitions: int, rate: int, seconds: float,
-            start_index: int, tick: float = 0.005) -> dict[str, Any]:
+            start_index: int, tick: float = TICK_SECONDS) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     q_sent, q_recv, ready = ctx.Queue(), ctx.Queue(), ctx.Event()
     n = int(rate * seconds)
@@ -369,8 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "Real-Time Mode holds a task slot per partition and hop, one more runs the rest)")
     parser.add_argument("--checkpoint-interval", default=DEFAULT_CHECKPOINT_INTERVAL,
                         help=f"Real-Time Mode checkpoint interval (default {DEFAULT_CHECKPOINT_INTERVAL}, the SDK's and Spark's)")
-    parser.add_argument("--tick-ms", type=float, default=5.0,
-                        help="the producer sends what is due every this many ms (default 5; each tick is a produce "
+    parser.add_argument("--tick-ms", type=float, default=TICK_SECONDS * 1000,
+                        help=f"the producer sends what is due every this many ms (default {TICK_SECONDS * 1000:g}; each tick is a produce "
                              "request, and 1 ms ticks cost the broker a core's worth of CPU on two cores)")
     parser.add_argument("--warmup-seconds", type=float, default=15.0,
                         help="seconds of load, unmeasured, through each Spark variant before the measured rounds: "
