@@ -3,7 +3,7 @@ and through a chain of three (topic -> A -> topic -> B -> topic -> C -> topic).
 
     python bench/bench_latency.py [--rates 1000,10000] [--seconds 20] [--partitions 2] [--hops 1,3]
                                   [--variants baseline-mb,baseline-rt,streamlet-mb,streamlet-rt,quix]
-                                  [--master local[7]] [--checkpoint-interval "5 minutes"]
+                                  [--master local[7]] [--checkpoint-interval "5 minutes"] [--jfr DIR]
 
 One Kafka broker (started here) and one SparkSession serve every variant; each variant gets
 fresh topics. With --hops 3 every variant runs three maps in a row, each its own query
@@ -42,7 +42,9 @@ only when its micro-batch's addBatch ended (batch_end_bound), a lower bound for 
 a batch all at once, as the exactly-once outlet's transactions do. For every variant, the CPU
 seconds the driver's JVM, the driver's Python process and the broker used in the measured window
 (/proc/<pid>/stat), and per micro-batch: on two cores every process competes with the others,
-so CPU a batch costs anywhere shows as latency. Results go to bench/results/latency.json.
+so CPU a batch costs anywhere shows as latency. With --jfr DIR, where the driver JVM's CPU went in each
+window, by thread and by frame (Java Flight Recorder: bench/jfr_profile.py). Results go to
+bench/results/latency.json.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ import os
 import platform
 import sys
 import tempfile
+import textwrap
 import time
 import uuid
 from pathlib import Path
@@ -65,6 +68,7 @@ for p in (str(REPO), str(HERE)):
     if p not in sys.path:
         sys.path.insert(0, p)
 
+import jfr_profile  # noqa: E402
 from flight_workload import FLIGHT_EVENT, KEY_FIELD, MAPPED_FLIGHT, Mapper, encode_mapped, flight_record, spark_map  # noqa: E402
 from quix_peer import quix_map  # noqa: E402
 from streamlets import AvroInlet, AvroOutlet, Streamlet  # noqa: E402
@@ -376,6 +380,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup-seconds", type=float, default=15.0,
                         help="seconds of load, unmeasured, through each Spark variant before the measured rounds: "
                              "the driver JVM's compiler warms up its code paths (default 15; 0: none)")
+    parser.add_argument("--jfr", metavar="DIR", default=None,
+                        help="record each measured window of the driver's JVM with Java Flight Recorder into DIR "
+                             "(<window>.jfr) and print where its CPU went, by thread and by frame (bench/jfr_profile.py)")
     parser.add_argument("--output", default=str(HERE / "results" / "latency.json"))
     return parser
 
@@ -435,9 +442,13 @@ def run_variant(spark: Any, bootstrap: str, tmp: Path, tag: str, name: str, hops
     try:
         warm_up(bootstrap, topics[0], topics[-1], args.partitions)
         cpu = cpu_meter(pids or {})
+        driver = (pids or {}).get("driver JVM")
+        recording = jfr_profile.start(driver, tag, Path(args.jfr) / f"{tag}.jfr") if args.jfr and driver else None
         r = measure(bootstrap, topics[0], topics[-1], args.partitions, rate, seconds, 0, args.tick_ms / 1000)
         sent, received = r.pop("_times")
         r["cpu"] = cpu()
+        if recording is not None:
+            r["jfr"] = jfr_profile.summary(recording.stop())
         if queries is not None:
             r["phases"] = batch_phases(queries())
             if hops == 1:
@@ -459,6 +470,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not hops_list or any(h < 1 for h in hops_list):
         print("error: --hops takes positive numbers of maps, e.g. 1,3", file=sys.stderr)
+        return 2
+    if args.jfr and not jfr_profile.available():
+        print("error: --jfr needs the JDK's jcmd and jfr on PATH", file=sys.stderr)
         return 2
     if "quix" in variants:
         try:
@@ -506,6 +520,8 @@ def main(argv: list[str] | None = None) -> int:
                               flush=True)
                     if r.get("cpu"):
                         print("      " + cpu_line(r["cpu"], int((r.get("phases") or {}).get("batches") or 0)), flush=True)
+                    if r.get("jfr"):
+                        print(textwrap.indent(jfr_profile.describe(r["jfr"]), "      "), flush=True)
                     if r.get("batch_end_bound"):
                         b = r["batch_end_bound"]
                         print(f"      visible only at its batch's end: p50 {b['p50']:.1f} ms ({b['p50'] / r['p50']:.2f}x), "

@@ -90,3 +90,37 @@ def test_the_cpu_meter_counts_each_process_own_cpu(bench):
     assert 0.25 <= used["me"] < 5 and used["idle"] < 0.05
     assert bench.cpu_line({"driver JVM": 2.0}, 100) == "CPU in the window: driver JVM 2.0 s, 20.0 ms a batch"
     assert bench.cpu_line({"broker": 1.5}, 0) == "CPU in the window: broker 1.5 s"
+
+
+def test_jfr_profile_says_which_thread_and_frame_took_the_cpu(tmp_path):
+    import shutil
+    import subprocess
+    import time
+
+    if not shutil.which("java"):
+        pytest.skip("no java here")
+    with bench_module("jfr_profile") as jfr:
+        if not jfr.available():
+            pytest.skip("no jcmd/jfr here (a JRE without the JDK's tools)")
+        source = tmp_path / "Busy.java"
+        source.write_text("public class Busy { static int spin(java.util.Map<String, Integer> m, int i) { "
+                          "String k = \"k\" + (i % 5000); m.merge(k, 1, Integer::sum); return k.length(); } "
+                          "public static void main(String[] a) throws Exception { Thread t = new Thread(() -> { "
+                          "java.util.Map<String, Integer> m = new java.util.HashMap<>(); long n = 0; "
+                          "for (int i = 0; ; i++) n += spin(m, i); }, \"spinner 7\"); t.setDaemon(true); t.start(); "
+                          "System.out.println(\"up\"); Thread.sleep(120_000); } }")
+        proc = subprocess.Popen(["java", str(source)], stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline().strip() == "up"
+            rec = jfr.start(proc.pid, "smoke", tmp_path / "out" / "busy.jfr")
+            time.sleep(1.5)
+            summary = jfr.summary(rec.stop(), top=3)
+        finally:
+            proc.kill()
+            proc.wait()
+    assert summary["samples"] > 20
+    thread, samples = summary["threads"][0]
+    assert thread == "spinner #" and samples > summary["samples"] / 2  # numbers folded: a pool's threads add up
+    assert any(frame.startswith(("java.util.HashMap.", "Busy.", "java.lang.")) for frame, _ in summary["frames"])
+    text = jfr.describe(summary)
+    assert text.startswith(f"JFR execution samples: {summary['samples']}") and "spinner #" in text
