@@ -119,6 +119,38 @@ def test_back_to_back_transactions_with_the_sinks_settings_all_commit(kafka_brok
     assert len(visible(bootstrap, topic)) == 60
 
 
+def test_a_restart_after_part_of_a_decision_timed_out_writes_the_batch_again_whole(kafka_broker):
+    """A driver decided batch 0 (two tasks' open transactions) and died before committing either.
+    Its restart comes after the broker aborted one of them (its transaction.timeout.ms passed) but
+    not the other. Rolling the decision forward would make half the batch visible and lose the
+    other half; nothing of it was committed, so the new driver aborts the other one too and
+    records the batch aborted: it is written again, whole (Spark replays it: no commit log entry)."""
+    from streamlets.kafka_security import KafkaConnection
+    from streamlets.runtime.exactly_once import ensure_ledger
+
+    bootstrap = kafka_broker.bootstrap_servers
+    short, long_ = topics(kafka_broker, "eos-expired", "eos-open", partitions=1)
+    ledger_topic = ensure_ledger(KafkaConnection(bootstrap_servers=bootstrap), APP)
+    prefix = f"eos-{uuid.uuid4().hex[:6]}"
+    lines = []
+    for i, (topic, timeout) in enumerate(((short, 5000), (long_, 600000))):
+        pid, epoch, _ = tool("begin", bootstrap, topic, f"{prefix}-{i}", "5",
+                             f"transaction.timeout.ms={timeout}").stdout.split(maxsplit=2)
+        lines.append(f"{prefix}-{i}:{pid}:{epoch}:0/5")
+    assert tool("decide", bootstrap, ledger_topic, prefix, "0", *lines).stdout.split() == ["decided"]
+    assert ledger_at(bootstrap, prefix) == (0, "decided")
+    deadline = time.monotonic() + 60  # the broker aborts timed-out transactions every 10 s
+    while held_back(bootstrap, short):
+        assert time.monotonic() < deadline, "the broker did not abort the short transaction"
+        time.sleep(1)
+    assert held_back(bootstrap, long_)  # the other one is still open
+
+    assert tool("open", bootstrap, ledger_topic, prefix).stdout.split() == ["ok"]  # no "partly committed"
+    assert ledger_at(bootstrap, prefix) == (0, "aborted")
+    assert held_back(bootstrap, long_) == {}  # aborted, not committed
+    assert visible(bootstrap, short) == [] and visible(bootstrap, long_) == []
+
+
 APPS = Path(__file__).parent / "apps" / "eos"
 
 

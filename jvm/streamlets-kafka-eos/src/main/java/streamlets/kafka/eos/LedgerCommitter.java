@@ -19,6 +19,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -27,6 +28,10 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.DescribeTransactionsResult;
+import org.apache.kafka.clients.admin.TransactionDescription;
+import org.apache.kafka.clients.admin.TransactionState;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -51,8 +56,9 @@ import org.slf4j.LoggerFactory;
  *   <li>"decided": the tasks' transactions of batch b, produced (acks=all) BEFORE any is
  *       committed: the commit decision;</li>
  *   <li>"committed": every transaction of that decision committed;</li>
- *   <li>"aborted": the broker had aborted all of them (transaction.timeout.ms): the batch is
- *       written again;</li>
+ *   <li>"aborted": the broker had aborted all of them (transaction.timeout.ms), or some, none
+ *       being committed (a restart that slow: the others are aborted too): the batch is written
+ *       again;</li>
  *   <li>ids: how many transactional ids (prefix-0 .. prefix-(n-1)) were ever used.</li>
  * </ul>
  * The fingerprint is sha256 (16 hex digits) of the query checkpoint's offset-log entry
@@ -62,8 +68,10 @@ import org.slf4j.LoggerFactory;
  * entries whose fingerprints differ even where batch ids repeat.
  *
  * <p>open(): a decision without an outcome is rolled forward (resume + commit each; a commit
- * already done is accepted again), then every id ever used is fenced by initTransactions, which
- * aborts leftovers (transactions of tasks whose batch had no decision).
+ * already done is accepted again), unless the coordinators say that some of its transactions can
+ * no longer be committed and none was (then it is written off as "aborted"); then every id ever
+ * used is fenced by initTransactions, which aborts leftovers (transactions of tasks whose batch
+ * had no decision).
  */
 public class LedgerCommitter implements EosCommitter {
     private static final Logger LOG = LoggerFactory.getLogger("streamlets.kafka.eos");
@@ -148,18 +156,89 @@ public class LedgerCommitter implements EosCommitter {
     }
 
     /** A decision without an outcome (recorded by an earlier run, or by this committer before a
-     * failure) is committed now. */
+     * failure) is committed now; or, when the broker already aborted some of its transactions
+     * (transaction.timeout.ms passed: a restart that slow) or would abort one before long, and none
+     * was committed yet, every other one is aborted too and the batch recorded "aborted": written
+     * again, whole, rather than partly committed and partly lost. */
     private void rollForward() {
-        if ("decided".equals(text(state, "state"))) {
-            long batch = state.path("batch").asLong();
-            List<TxnCommit> decision = new ArrayList<>();
-            for (JsonNode line : state.path("transactions")) {
-                decision.add(TxnCommit.fromLine(line.asText()));
-            }
-            LOG.info("{}: rolling batch {} forward ({} transactions)", prefix, batch, decision.size());
-            commitAll(batch, text(state, "fingerprint"), decision);
-            record(entry(batch, text(state, "fingerprint"), "committed", decision));
+        if (!"decided".equals(text(state, "state"))) {
+            return;
         }
+        long batch = state.path("batch").asLong();
+        String fingerprint = text(state, "fingerprint");
+        List<TxnCommit> decision = new ArrayList<>();
+        for (JsonNode line : state.path("transactions")) {
+            decision.add(TxnCommit.fromLine(line.asText()));
+        }
+        Outcome outcome = outcome(decision);
+        if (!outcome.uncommittable.isEmpty() && outcome.committed.isEmpty()) {
+            LOG.warn("{}: batch {} is written again, not rolled forward: its transactions {} can no longer be "
+                    + "committed ({}) and none of its {} was", prefix, batch, outcome.uncommittable.keySet(),
+                    String.join("; ", outcome.uncommittable.values()), decision.size());
+            for (TxnCommit m : decision) {
+                if (!outcome.uncommittable.containsKey(m.transactionalId)) {
+                    try {
+                        end(m, false);
+                    } catch (KafkaException e) { // fenced already: aborted by the broker meanwhile
+                        LOG.info("{}: abort {}: {}", prefix, m.transactionalId, e.toString());
+                    }
+                }
+            }
+            record(entry(batch, fingerprint, "aborted", decision));
+            return;
+        }
+        LOG.info("{}: rolling batch {} forward ({} transactions)", prefix, batch, decision.size());
+        commitAll(batch, fingerprint, decision);
+        record(entry(batch, fingerprint, "committed", decision));
+    }
+
+    /** What the transaction coordinators say of a decision's transactions: `committed`, the ids
+     * already committed (PrepareCommit or CompleteCommit under the decision's producer id and
+     * epoch); `uncommittable`, id -> why, those the broker aborted (under the decision's producer id:
+     * PrepareAbort, CompleteAbort, PrepareEpochFence, or a newer epoch: transaction.timeout.ms
+     * passed, or a fence) or will abort
+     * within commitMarginMs of their transaction.timeout.ms (Ongoing, by this machine's clock against
+     * the coordinator's start time). An id the coordinators cannot describe is in neither: its commit
+     * reports what is wrong. */
+    private record Outcome(List<String> committed, Map<String, String> uncommittable) {
+    }
+
+    private Outcome outcome(List<TxnCommit> decision) {
+        List<String> committedIds = new ArrayList<>();
+        Map<String, String> uncommittable = new TreeMap<>();
+        List<String> ids = decision.stream().map(m -> m.transactionalId).toList();
+        try (Admin admin = Admin.create(adminConfig())) {
+            DescribeTransactionsResult described = admin.describeTransactions(ids);
+            long now = System.currentTimeMillis();
+            for (TxnCommit m : decision) {
+                TransactionDescription d;
+                try {
+                    d = described.description(m.transactionalId).get(LEDGER_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+                } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
+                    LOG.info("{}: transaction {} not described: {}", prefix, m.transactionalId, e.toString());
+                    continue;
+                }
+                boolean same = d.producerId() == m.producerId && d.producerEpoch() == m.epoch;
+                TransactionState st = d.state();
+                if (same && (st == TransactionState.PREPARE_COMMIT || st == TransactionState.COMPLETE_COMMIT)) {
+                    committedIds.add(m.transactionalId);
+                } else if (d.producerId() == m.producerId && (d.producerEpoch() > m.epoch
+                        || st == TransactionState.PREPARE_ABORT || st == TransactionState.COMPLETE_ABORT
+                        || st == TransactionState.PREPARE_EPOCH_FENCE)) {
+                    uncommittable.put(m.transactionalId, m.transactionalId + " " + st + " at epoch " + d.producerEpoch());
+                } else if (same && st == TransactionState.ONGOING && d.transactionStartTimeMs().isPresent()) {
+                    long left = d.transactionStartTimeMs().getAsLong() + d.transactionTimeoutMs() - now;
+                    if (left < commitMarginMs(d.transactionTimeoutMs())) {
+                        uncommittable.put(m.transactionalId, m.transactionalId + " Ongoing, " + left
+                                + " ms before its transaction.timeout.ms");
+                    }
+                }
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new KafkaException(prefix + ": interrupted while its transactions were described", e);
+        }
+        return new Outcome(committedIds, uncommittable);
     }
 
     @Override
@@ -659,13 +738,19 @@ public class LedgerCommitter implements EosCommitter {
         return last;
     }
 
-    private Map<String, Object> consumerConfig() {
+    /** The producer's connection settings (bootstrap servers, security), for an Admin client. */
+    private Map<String, Object> adminConfig() {
         Map<String, Object> c = new LinkedHashMap<>();
         for (String name : producerConfig.stringPropertyNames()) {
             if (!EosKafkaSink.PRODUCER_ONLY.contains(name)) {
                 c.put(name, producerConfig.getProperty(name));
             }
         }
+        return c;
+    }
+
+    private Map<String, Object> consumerConfig() {
+        Map<String, Object> c = adminConfig();
         c.put("isolation.level", "read_committed");
         // The ledger is read once, to its end: a fetch past the last record waits no longer than this
         // (the default fetch.max.wait.ms, 500, cost every driver start half a second).

@@ -21,6 +21,14 @@ import org.apache.kafka.clients.producer.ProducerRecord;
  *                                   decision is begun while a batch's tasks run), wait until the
  *                                   coordinator lists it (Admin.describeTransactions), print
  *                                   "STATE topic-0 ...", exit leaving it open
+ *   decide BOOTSTRAP LEDGER PREFIX BATCH TXID:PID:EPOCH:P/N[,P/N] ...
+ *                                   a driver's LedgerCommitter (transactional.id.prefix PREFIX,
+ *                                   ledger topic LEDGER) records its decision to commit those open
+ *                                   transactions (the tasks' of Spark partitions 0, 1, ...; N
+ *                                   records in Kafka partition P) as batch BATCH, then the JVM
+ *                                   halts, before any commit
+ *   open BOOTSTRAP LEDGER PREFIX     a new driver's LedgerCommitter opens (rolls a decision forward
+ *                                   or writes it off, fences the ids), prints "ok", closes
  *   loop BOOTSTRAP TOPIC TXID N GAP N transactions of one record each to partition 0 of TOPIC,
  *                                   GAP ms apart (0: back to back), each a send and a
  *                                   commitTransaction (the ledger's record()), by a producer with
@@ -61,6 +69,10 @@ public final class Tool {
         }
         if (cmd.equals("ahead")) {
             ahead(base, args[2], args[3]);
+            return;
+        }
+        if (cmd.equals("decide") || cmd.equals("open")) {
+            committer(base, args);
             return;
         }
         if (cmd.equals("loop")) {
@@ -113,6 +125,43 @@ public final class Tool {
         System.out.flush();
         p.closeKeepingTransaction();
         Runtime.getRuntime().halt(0); // the transaction stays open, as a driver's while its tasks run
+    }
+
+    /** decide / open: a driver's LedgerCommitter, as the sink opens it (its options). */
+    private static void committer(Properties base, String[] args) {
+        java.util.Map<String, String> options = new java.util.HashMap<>();
+        base.forEach((k, v) -> options.put("kafka." + k, (String) v));
+        options.put("ledger.topic", args[2]);
+        options.put("transactional.id.prefix", args[3]);
+        if (args[0].equals("open")) {
+            LedgerCommitter committer = new LedgerCommitter();
+            committer.open(options);
+            committer.close();
+            System.out.println("ok");
+            return;
+        }
+        java.util.List<TxnCommit> messages = new java.util.ArrayList<>();
+        for (int i = 5; i < args.length && !args[i].contains("="); i++) {
+            String[] f = args[i].split(":");
+            java.util.Map<Integer, Long> records = new TreeMap<>();
+            for (String kv : f[3].split(",")) {
+                records.put(Integer.parseInt(kv.split("/")[0]), Long.parseLong(kv.split("/")[1]));
+            }
+            messages.add(new TxnCommit(messages.size(), messages.size(), f[0], Long.parseLong(f[1]),
+                    Short.parseShort(f[2]), records, "tool", "t" + messages.size()));
+        }
+        LedgerCommitter committer = new LedgerCommitter() {
+            @Override
+            protected void decided(long batchId, java.util.List<TxnCommit> decision) {
+                System.out.println("decided");
+                System.out.flush();
+                Runtime.getRuntime().halt(0); // a driver that dies between its decision and the commits
+            }
+        };
+        committer.open(options);
+        committer.beforeTasks(messages.size());
+        committer.commit(Long.parseLong(args[4]), messages.toArray(new TxnCommit[0]));
+        throw new IllegalStateException("the decision was not recorded");
     }
 
     /** The sink's task and ledger producer settings (EosKafkaSink.producerConfig), `base` over them. */
