@@ -156,10 +156,10 @@ public class LedgerCommitter implements EosCommitter {
     }
 
     /** A decision without an outcome (recorded by an earlier run, or by this committer before a
-     * failure) is committed now; or, when the broker already aborted some of its transactions
-     * (transaction.timeout.ms passed: a restart that slow) or would abort one before long, and none
-     * was committed yet, every other one is aborted too and the batch recorded "aborted": written
-     * again, whole, rather than partly committed and partly lost. */
+     * failure) is committed now; or, when the coordinators say that the broker already aborted some
+     * of its transactions (transaction.timeout.ms passed: a restart that slow) or would abort one
+     * before long, and that none was committed yet, every other one is aborted too and the batch
+     * recorded "aborted": written again, whole, rather than partly committed and partly lost. */
     private void rollForward() {
         if (!"decided".equals(text(state, "state"))) {
             return;
@@ -171,7 +171,7 @@ public class LedgerCommitter implements EosCommitter {
             decision.add(TxnCommit.fromLine(line.asText()));
         }
         Outcome outcome = outcome(decision);
-        if (!outcome.uncommittable.isEmpty() && outcome.committed.isEmpty()) {
+        if (!outcome.uncommittable.isEmpty() && outcome.committed.isEmpty() && outcome.undescribed == 0) {
             LOG.warn("{}: batch {} is written again, not rolled forward: its transactions {} can no longer be "
                     + "committed ({}) and none of its {} was", prefix, batch, outcome.uncommittable.keySet(),
                     String.join("; ", outcome.uncommittable.values()), decision.size());
@@ -198,14 +198,15 @@ public class LedgerCommitter implements EosCommitter {
      * PrepareAbort, CompleteAbort, PrepareEpochFence, or a newer epoch: transaction.timeout.ms
      * passed, or a fence) or will abort
      * within commitMarginMs of their transaction.timeout.ms (Ongoing, by this machine's clock against
-     * the coordinator's start time). An id the coordinators cannot describe is in neither: its commit
-     * reports what is wrong. */
-    private record Outcome(List<String> committed, Map<String, String> uncommittable) {
+     * the coordinator's start time); `undescribed`, how many the coordinators could not describe
+     * (then the decision is rolled forward as before: the commits report what is wrong). */
+    private record Outcome(List<String> committed, Map<String, String> uncommittable, int undescribed) {
     }
 
     private Outcome outcome(List<TxnCommit> decision) {
         List<String> committedIds = new ArrayList<>();
         Map<String, String> uncommittable = new TreeMap<>();
+        int undescribed = 0;
         List<String> ids = decision.stream().map(m -> m.transactionalId).toList();
         try (Admin admin = Admin.create(adminConfig())) {
             DescribeTransactionsResult described = admin.describeTransactions(ids);
@@ -216,6 +217,7 @@ public class LedgerCommitter implements EosCommitter {
                     d = described.description(m.transactionalId).get(LEDGER_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
                 } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
                     LOG.info("{}: transaction {} not described: {}", prefix, m.transactionalId, e.toString());
+                    undescribed++;
                     continue;
                 }
                 boolean same = d.producerId() == m.producerId && d.producerEpoch() == m.epoch;
@@ -238,7 +240,7 @@ public class LedgerCommitter implements EosCommitter {
             Thread.currentThread().interrupt();
             throw new KafkaException(prefix + ": interrupted while its transactions were described", e);
         }
-        return new Outcome(committedIds, uncommittable);
+        return new Outcome(committedIds, uncommittable, undescribed);
     }
 
     @Override
