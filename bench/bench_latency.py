@@ -3,7 +3,8 @@ and through a chain of three (topic -> A -> topic -> B -> topic -> C -> topic).
 
     python bench/bench_latency.py [--rates 1000,10000] [--seconds 20] [--partitions 2] [--hops 1,3]
                                   [--variants baseline-mb,baseline-rt,streamlet-mb,streamlet-rt,quix]
-                                  [--master local[7]] [--checkpoint-interval "5 minutes"] [--jfr DIR]
+                                  [--master local[7]] [--checkpoint-interval "5 minutes"] [--rounds 1]
+                                  [--jfr DIR]
 
 One Kafka broker (started here) and one SparkSession serve every variant; each variant gets
 fresh topics. With --hops 3 every variant runs three maps in a row, each its own query
@@ -36,7 +37,9 @@ Before the measured rounds each Spark variant runs --warmup-seconds under load, 
 driver JVM's compiler warms up its code paths (without it the first round of each run measured that).
 
 Printed: p50, p90, p99 and max in ms per hops, variant and rate, the records received of those
-sent, and ratios to the hand-written job of the same trigger. For one-hop micro-batch variants
+sent, and ratios to the hand-written job of the same trigger. One 20-second window's p50 moves by a
+third from run to run on two cores (bench/README.md), so --rounds N runs every variant N times,
+their order rotated each round, and gives each ratio per round and its median. For one-hop micro-batch variants
 also "visible only at its batch's end": the same run's latencies had each record become visible
 only when its micro-batch's addBatch ended (batch_end_bound), a lower bound for any sink that shows
 a batch all at once, as the exactly-once outlet's transactions do. For every variant, the CPU
@@ -50,6 +53,7 @@ bench/results/latency.json.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import multiprocessing as mp
 import os
@@ -380,6 +384,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup-seconds", type=float, default=15.0,
                         help="seconds of load, unmeasured, through each Spark variant before the measured rounds: "
                              "the driver JVM's compiler warms up its code paths (default 15; 0: none)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run every variant, rate and hop count this many times, the variants' order rotated each "
+                             "round; the ratios are per round and their median (default 1)")
     parser.add_argument("--jfr", metavar="DIR", default=None,
                         help="record each measured window of the driver's JVM with Java Flight Recorder into DIR "
                              "(<window>.jfr) and print where its CPU went, by thread and by frame (bench/jfr_profile.py)")
@@ -402,25 +409,80 @@ def start_quix(bootstrap: str, topics: list[str]):
     return stop
 
 
+RATIO_PAIRS = [("streamlet-mb", "baseline-mb"), ("streamlet-mb-alo", "baseline-mb"),
+               ("streamlet-mb-async", "baseline-mb-async"), ("streamlet-mb-async", "baseline-mb"),
+               ("streamlet-rt", "baseline-rt"), ("streamlet-mb", "streamlet-mb-alo"),
+               ("streamlet-mb-async", "streamlet-mb-alo")]
+
+
+def p50_ratios(results: list[dict[str, Any]]) -> dict[tuple[str, str, int, int], list[float]]:
+    """p50 of a over p50 of b for each pair of RATIO_PAIRS both measured, per (a, b, rate, hops):
+    one ratio per round (results carry "round", 0 when absent), in round order; each pair's two
+    windows come from the same round of the same run."""
+    by = {(r["variant"], r["rate"], r["hops"], r.get("round", 0)): r for r in results}
+    rounds = sorted({r.get("round", 0) for r in results})
+    out: dict[tuple[str, str, int, int], list[float]] = {}
+    for rate, hops in dict.fromkeys((r["rate"], r["hops"]) for r in results):
+        for a, b in RATIO_PAIRS:
+            for n in rounds:
+                x, y = by.get((a, rate, hops, n)), by.get((b, rate, hops, n))
+                if x and y:
+                    out.setdefault((a, b, rate, hops), []).append(x["p50"] / y["p50"])
+    return out
+
+
+def round_order(variants: list[str], round_index: int) -> list[str]:
+    """The variants in the order round `round_index` runs them: rotated by the round, so that no
+    variant always runs first (right after the warm-ups) or last."""
+    k = round_index % len(variants) if variants else 0
+    return variants[k:] + variants[:k]
+
+
+def print_window(r: dict[str, Any], rounds: int) -> None:
+    """One measured window's lines, as it ends: latencies, Spark's phases, CPU, JFR, the batch-end
+    bound, the worst seconds."""
+    where = f"round {r['round'] + 1} " if rounds > 1 else ""
+    print(f"  {where}{r['hops']} hop(s) {r['rate']:>6}/s {r['variant']:<18} p50 {r['p50']:8.1f} ms  p90 {r['p90']:8.1f}  "
+          f"p99 {r['p99']:8.1f}  p99.9 {r['p99.9']:8.1f}  max {r['max']:8.1f}  ({r['received']}/{r['sent']} received)",
+          flush=True)
+    if r.get("phases"):
+        print("      median ms per batch: " + ", ".join(f"{k} {v:g}" for k, v in r["phases"].items()), flush=True)
+    if r.get("cpu"):
+        print("      " + cpu_line(r["cpu"], int((r.get("phases") or {}).get("batches") or 0)), flush=True)
+    if r.get("jfr"):
+        print(textwrap.indent(jfr_profile.describe(r["jfr"]), "      "), flush=True)
+    if r.get("batch_end_bound"):
+        b = r["batch_end_bound"]
+        print(f"      visible only at its batch's end: p50 {b['p50']:.1f} ms ({b['p50'] / r['p50']:.2f}x), "
+              f"p99 {b['p99']:.1f} ({b['p99'] / r['p99']:.2f}x), {b['records']} records", flush=True)
+    print("      worst seconds: " + ", ".join(f"s{w['second']} max {w['max_ms']:.0f} ms ({w['over_50ms']}/{w['records']} "
+                                            f"over 50 ms)" for w in r["worst_seconds"]), flush=True)
+
+
 def print_table(results: list[dict[str, Any]], rates: list[int], hops_list: list[int]) -> None:
+    import statistics
+
+    rounds = len({r.get("round", 0) for r in results})
     print()
-    print("| hops | rate | variant | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | received |")
-    print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for r in results:
-        print(f"| {r['hops']} | {r['rate']:,} | {r['variant']} | {r['p50']:,.1f} | {r['p90']:,.1f} | {r['p99']:,.1f} | "
-              f"{r['p99.9']:,.1f} | {r['max']:,.1f} | {r['received']:,}/{r['sent']:,} |")
-    by = {(r["variant"], r["rate"], r["hops"]): r for r in results}
-    pairs = [("streamlet-mb", "baseline-mb"), ("streamlet-mb-alo", "baseline-mb"),
-             ("streamlet-mb-async", "baseline-mb-async"), ("streamlet-mb-async", "baseline-mb"),
-             ("streamlet-rt", "baseline-rt"), ("streamlet-mb", "streamlet-mb-alo"),
-             ("streamlet-mb-async", "streamlet-mb-alo")]
+    print("| hops | rate | round | variant | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | received |")
+    print("| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in sorted(results, key=lambda r: (r["hops"], r["rate"], r.get("round", 0))):
+        print(f"| {r['hops']} | {r['rate']:,} | {r.get('round', 0) + 1} | {r['variant']} | {r['p50']:,.1f} | {r['p90']:,.1f} | "
+              f"{r['p99']:,.1f} | {r['p99.9']:,.1f} | {r['max']:,.1f} | {r['received']:,}/{r['sent']:,} |")
+    by = {(r["variant"], r["rate"], r["hops"]): r for r in results if r.get("round", 0) == 0}
+    ratios = p50_ratios(results)
     for hops in hops_list:
         for rate in rates:
-            for a, b in pairs:
-                x, y = by.get((a, rate, hops)), by.get((b, rate, hops))
-                if x and y:
-                    print(f"ratio {a}/{b}, {hops} hop(s) at {rate}/s: p50 {x['p50'] / y['p50']:.2f}, "
-                          f"p99 {x['p99'] / y['p99']:.2f}")
+            for a, b in RATIO_PAIRS:
+                each = ratios.get((a, b, rate, hops))
+                if not each:
+                    continue
+                if rounds == 1:
+                    x, y = by[(a, rate, hops)], by[(b, rate, hops)]
+                    print(f"ratio {a}/{b}, {hops} hop(s) at {rate}/s: p50 {each[0]:.2f}, p99 {x['p99'] / y['p99']:.2f}")
+                else:
+                    print(f"ratio {a}/{b}, {hops} hop(s) at {rate}/s: p50 median {statistics.median(each):.2f} "
+                          f"over {len(each)} rounds ({', '.join(f'{v:.2f}' for v in each)})")
 
 
 def run_variant(spark: Any, bootstrap: str, tmp: Path, tag: str, name: str, hops: int, rate: int, seconds: float,
@@ -506,29 +568,14 @@ def main(argv: list[str] | None = None) -> int:
                             args.warmup_seconds, args, pids)
             print(f"  warm-up ({name}, {args.warmup_seconds:g} s at {max(rates)}/s, not counted): p50 {w['p50']:.1f} ms",
                   flush=True)
-        for hops in hops_list:
-            for rate in rates:
-                for name in variants:
+        for round_index in range(args.rounds):
+            for hops, rate in itertools.product(hops_list, rates):
+                for name in round_order(variants, round_index):
                     r = run_variant(spark, bootstrap, tmp, f"{name}.{hops}.{rate}.{uuid.uuid4().hex[:6]}", name, hops,
                                     rate, args.seconds, args, pids)
-                    r.update(variant=name, rate=rate, hops=hops)
+                    r.update(variant=name, rate=rate, hops=hops, round=round_index)
                     results.append(r)
-                    print(f"  {hops} hop(s) {rate:>6}/s {name:<18} p50 {r['p50']:8.1f} ms  p90 {r['p90']:8.1f}  "
-                          f"p99 {r['p99']:8.1f}  p99.9 {r['p99.9']:8.1f}  max {r['max']:8.1f}  ({r['received']}/{r['sent']} received)", flush=True)
-                    if r.get("phases"):
-                        print("      median ms per batch: " + ", ".join(f"{k} {v:g}" for k, v in r["phases"].items()),
-                              flush=True)
-                    if r.get("cpu"):
-                        print("      " + cpu_line(r["cpu"], int((r.get("phases") or {}).get("batches") or 0)), flush=True)
-                    if r.get("jfr"):
-                        print(textwrap.indent(jfr_profile.describe(r["jfr"]), "      "), flush=True)
-                    if r.get("batch_end_bound"):
-                        b = r["batch_end_bound"]
-                        print(f"      visible only at its batch's end: p50 {b['p50']:.1f} ms ({b['p50'] / r['p50']:.2f}x), "
-                              f"p99 {b['p99']:.1f} ({b['p99'] / r['p99']:.2f}x), {b['records']} records", flush=True)
-                    print("      worst seconds: " + ", ".join(f"s{w['second']} max {w['max_ms']:.0f} ms "
-                                                          f"({w['over_50ms']}/{w['records']} over 50 ms)"
-                                                          for w in r["worst_seconds"]), flush=True)
+                    print_window(r, args.rounds)
     finally:
         if spark is not None:
             spark.stop()

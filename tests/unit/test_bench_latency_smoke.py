@@ -124,3 +124,20 @@ def test_jfr_profile_says_which_thread_and_frame_took_the_cpu(tmp_path):
     assert any(frame.startswith(("java.util.HashMap.", "Busy.", "java.lang.")) for frame, _ in summary["frames"])
     text = jfr.describe(summary)
     assert text.startswith(f"JFR execution samples: {summary['samples']}") and "spinner #" in text
+
+
+def test_rounds_rotate_the_variants_and_each_ratio_is_taken_within_a_round(bench):
+    variants = ["baseline-mb", "streamlet-mb-alo", "streamlet-mb"]
+    orders = [bench.round_order(variants, i) for i in range(4)]
+    assert [o[0] for o in orders] == ["baseline-mb", "streamlet-mb-alo", "streamlet-mb", "baseline-mb"]
+    assert all(sorted(o) == sorted(variants) for o in orders)
+
+    def window(variant, rnd, p50, rate=1000):
+        return {"variant": variant, "rate": rate, "hops": 1, "round": rnd, "p50": p50}
+
+    results = [window("baseline-mb", 0, 100.0), window("streamlet-mb", 0, 120.0),
+               window("streamlet-mb", 1, 150.0), window("baseline-mb", 1, 100.0),
+               window("streamlet-mb", 2, 90.0)]  # round 2 has no hand-written window: no ratio
+    ratios = bench.p50_ratios(results)
+    assert ratios == {("streamlet-mb", "baseline-mb", 1000, 1): [1.2, 1.5]}
+    assert bench.build_parser().parse_args([]).rounds == 1
