@@ -145,10 +145,40 @@ def test_a_restart_after_part_of_a_decision_timed_out_writes_the_batch_again_who
         time.sleep(1)
     assert held_back(bootstrap, long_)  # the other one is still open
 
-    assert tool("open", bootstrap, ledger_topic, prefix).stdout.split() == ["ok"]  # no "partly committed"
+    opened = tool("open", bootstrap, ledger_topic, prefix).stdout.strip()  # no "partly committed"
+    assert opened.startswith(f"ok; {prefix}-0 ") and "Abort" in opened and f"{prefix}-1" not in opened, opened
     assert ledger_at(bootstrap, prefix) == (0, "aborted")
     assert held_back(bootstrap, long_) == {}  # aborted, not committed
     assert visible(bootstrap, short) == [] and visible(bootstrap, long_) == []
+
+
+def test_a_restart_within_the_margin_of_a_transactions_timeout_writes_the_batch_again(kafka_broker):
+    """The same restart, but every transaction of the decision is still open; one of them (a
+    90-second transaction.timeout.ms) has less than its margin (a tenth: 9 s) left when the new
+    driver looks. Committing now would race the broker's abort of that one: the batch is written
+    again instead, nothing of it committed (the coordinator's start time against this machine's
+    clock)."""
+    from streamlets.kafka_security import KafkaConnection
+    from streamlets.runtime.exactly_once import ensure_ledger
+
+    bootstrap = kafka_broker.bootstrap_servers
+    near, far = topics(kafka_broker, "eos-near", "eos-far", partitions=1)
+    ledger_topic = ensure_ledger(KafkaConnection(bootstrap_servers=bootstrap), APP)
+    prefix = f"eos-{uuid.uuid4().hex[:6]}"
+    lines, begun = [], 0.0
+    for i, (topic, timeout) in enumerate(((near, 90000), (far, 600000))):
+        pid, epoch, _ = tool("begin", bootstrap, topic, f"{prefix}-{i}", "5",
+                             f"transaction.timeout.ms={timeout}").stdout.split(maxsplit=2)
+        lines.append(f"{prefix}-{i}:{pid}:{epoch}:0/5")
+        begun = begun or time.monotonic()  # the near transaction began at the coordinator before this
+    assert tool("decide", bootstrap, ledger_topic, prefix, "0", *lines).stdout.split() == ["decided"]
+    # 82 s after, the new driver finds under 90 - 82 = 8 s left: within the margin, before the timeout
+    time.sleep(max(0.0, begun + 82 - time.monotonic()))
+    opened = tool("open", bootstrap, ledger_topic, prefix).stdout.strip()
+    assert opened.startswith(f"ok; {prefix}-0 Ongoing, ") and opened.endswith(" ms before its transaction.timeout.ms"), opened
+    assert ledger_at(bootstrap, prefix) == (0, "aborted")
+    assert held_back(bootstrap, near) == {} and held_back(bootstrap, far) == {}
+    assert visible(bootstrap, near) == [] and visible(bootstrap, far) == []
 
 
 APPS = Path(__file__).parent / "apps" / "eos"

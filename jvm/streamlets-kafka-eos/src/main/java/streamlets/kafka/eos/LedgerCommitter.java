@@ -115,6 +115,9 @@ public class LedgerCommitter implements EosCommitter {
      * thread) it did so in: planning the next batch of that run needs no fingerprint read. */
     private volatile long committedBatch = -1;
     private volatile String committedRun;
+    /** Why the last decision rolled forward was written off instead (rollForward), for Tool open; null
+     * when none was. */
+    volatile String writtenOff;
 
     @Override
     public void open(Map<String, String> options) {
@@ -172,9 +175,10 @@ public class LedgerCommitter implements EosCommitter {
         }
         Outcome outcome = outcome(decision);
         if (!outcome.uncommittable.isEmpty() && outcome.committed.isEmpty() && outcome.undescribed == 0) {
+            writtenOff = String.join("; ", outcome.uncommittable.values());
             LOG.warn("{}: batch {} is written again, not rolled forward: its transactions {} can no longer be "
                     + "committed ({}) and none of its {} was", prefix, batch, outcome.uncommittable.keySet(),
-                    String.join("; ", outcome.uncommittable.values()), decision.size());
+                    writtenOff, decision.size());
             for (TxnCommit m : decision) {
                 if (!outcome.uncommittable.containsKey(m.transactionalId)) {
                     try {

@@ -28,7 +28,8 @@ import org.apache.kafka.clients.producer.ProducerRecord;
  *                                   records in Kafka partition P) as batch BATCH, then the JVM
  *                                   halts, before any commit
  *   open BOOTSTRAP LEDGER PREFIX     a new driver's LedgerCommitter opens (rolls a decision forward
- *                                   or writes it off, fences the ids), prints "ok", closes
+ *                                   or writes it off, fences the ids), prints "ok" (and, where it
+ *                                   wrote a decision off, why: "ok; ID STATE ..."), closes
  *   loop BOOTSTRAP TOPIC TXID N GAP N transactions of one record each to partition 0 of TOPIC,
  *                                   GAP ms apart (0: back to back), each a send and a
  *                                   commitTransaction (the ledger's record()), by a producer with
@@ -137,7 +138,7 @@ public final class Tool {
             LedgerCommitter committer = new LedgerCommitter();
             committer.open(options);
             committer.close();
-            System.out.println("ok");
+            System.out.println(committer.writtenOff == null ? "ok" : "ok; " + committer.writtenOff);
             return;
         }
         java.util.List<TxnCommit> messages = new java.util.ArrayList<>();
