@@ -174,7 +174,7 @@ public class LedgerCommitter implements EosCommitter {
             decision.add(TxnCommit.fromLine(line.asText()));
         }
         Outcome outcome = outcome(decision);
-        if (!outcome.uncommittable.isEmpty() && outcome.committed.isEmpty() && outcome.undescribed == 0) {
+        if (!outcome.uncommittable.isEmpty() && outcome.committed == 0 && outcome.undescribed == 0) {
             writtenOff = String.join("; ", outcome.uncommittable.values());
             LOG.warn("{}: batch {} is written again, not rolled forward: its transactions {} can no longer be "
                     + "committed ({}) and none of its {} was", prefix, batch, outcome.uncommittable.keySet(),
@@ -196,19 +196,19 @@ public class LedgerCommitter implements EosCommitter {
         record(entry(batch, fingerprint, "committed", decision));
     }
 
-    /** What the transaction coordinators say of a decision's transactions: `committed`, the ids
-     * already committed (PrepareCommit or CompleteCommit under the decision's producer id and
+    /** What the transaction coordinators say of a decision's transactions: `committed`, how many
+     * were committed already (PrepareCommit or CompleteCommit under the decision's producer id and
      * epoch); `uncommittable`, id -> why, those the broker aborted (under the decision's producer id:
      * PrepareAbort, CompleteAbort, PrepareEpochFence, or a newer epoch: transaction.timeout.ms
      * passed, or a fence) or will abort
      * within commitMarginMs of their transaction.timeout.ms (Ongoing, by this machine's clock against
      * the coordinator's start time); `undescribed`, how many the coordinators could not describe
      * (then the decision is rolled forward as before: the commits report what is wrong). */
-    private record Outcome(List<String> committed, Map<String, String> uncommittable, int undescribed) {
+    private record Outcome(int committed, Map<String, String> uncommittable, int undescribed) {
     }
 
     private Outcome outcome(List<TxnCommit> decision) {
-        List<String> committedIds = new ArrayList<>();
+        int done = 0;
         Map<String, String> uncommittable = new TreeMap<>();
         int undescribed = 0;
         List<String> ids = decision.stream().map(m -> m.transactionalId).toList();
@@ -227,7 +227,7 @@ public class LedgerCommitter implements EosCommitter {
                 boolean same = d.producerId() == m.producerId && d.producerEpoch() == m.epoch;
                 TransactionState st = d.state();
                 if (same && (st == TransactionState.PREPARE_COMMIT || st == TransactionState.COMPLETE_COMMIT)) {
-                    committedIds.add(m.transactionalId);
+                    done++;
                 } else if (d.producerId() == m.producerId && (d.producerEpoch() > m.epoch
                         || st == TransactionState.PREPARE_ABORT || st == TransactionState.COMPLETE_ABORT
                         || st == TransactionState.PREPARE_EPOCH_FENCE)) {
@@ -244,7 +244,7 @@ public class LedgerCommitter implements EosCommitter {
             Thread.currentThread().interrupt();
             throw new KafkaException(prefix + ": interrupted while its transactions were described", e);
         }
-        return new Outcome(committedIds, uncommittable, undescribed);
+        return new Outcome(done, uncommittable, undescribed);
     }
 
     @Override

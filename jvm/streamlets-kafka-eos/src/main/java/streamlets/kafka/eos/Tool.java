@@ -128,10 +128,16 @@ public final class Tool {
         Runtime.getRuntime().halt(0); // the transaction stays open, as a driver's while its tasks run
     }
 
-    /** decide / open: a driver's LedgerCommitter, as the sink opens it (its options). */
-    private static void committer(Properties base, String[] args) {
+    /** The sink's options carrying the producer settings `base` (each as kafka.<setting>). */
+    private static java.util.Map<String, String> sinkOptions(Properties base) {
         java.util.Map<String, String> options = new java.util.HashMap<>();
         base.forEach((k, v) -> options.put("kafka." + k, (String) v));
+        return options;
+    }
+
+    /** decide / open: a driver's LedgerCommitter, as the sink opens it (its options). */
+    private static void committer(Properties base, String[] args) {
+        java.util.Map<String, String> options = sinkOptions(base);
         options.put("ledger.topic", args[2]);
         options.put("transactional.id.prefix", args[3]);
         if (args[0].equals("open")) {
@@ -167,9 +173,7 @@ public final class Tool {
 
     /** The sink's task and ledger producer settings (EosKafkaSink.producerConfig), `base` over them. */
     private static void loop(Properties base, String topic, String txid, int n, long gapMs) {
-        java.util.Map<String, String> options = new java.util.HashMap<>();
-        base.forEach((k, v) -> options.put("kafka." + k, (String) v));
-        ResumableProducer p = new ResumableProducer(EosKafkaSink.producerConfig(options), txid);
+        ResumableProducer p = new ResumableProducer(EosKafkaSink.producerConfig(sinkOptions(base)), txid);
         p.initTransactions();
         StringBuilder out = new StringBuilder();
         try {
