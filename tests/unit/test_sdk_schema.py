@@ -253,3 +253,20 @@ def test_all_null_encoding():
         {"name": "a", "type": ["null", "string"]}, {"name": "b", "type": "long"}]})
     assert all_null_encoding(not_all) is None
     assert all_null_encoding(AvroSchema.load(VALUE)) is None
+
+
+def test_required_field_is_the_first_that_cannot_be_null():
+    from streamlets.runtime.codec import required_field
+
+    mixed = AvroSchema.load({"type": "record", "name": "R", "fields": [
+        {"name": "a", "type": ["null", "string"]},
+        {"name": "n", "type": "null"},
+        {"name": "n2", "type": {"type": "null"}},
+        {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["X"]}},
+        {"name": "b", "type": "long"}]})
+    assert required_field(mixed) == "e"
+    assert required_field(AvroSchema.load({"type": "record", "name": "S", "fields": [
+        {"name": "u", "type": ["int", "string"]}]})) == "u"  # a union without null is never null
+    everything_nullable = AvroSchema.load({"type": "record", "name": "N", "fields": [
+        {"name": "a", "type": ["null", "string"]}, {"name": "b", "type": ["long", "null"]}]})
+    assert required_field(everything_nullable) is None
