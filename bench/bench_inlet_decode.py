@@ -1,7 +1,7 @@
 """Benchmark: what an inlet's dead-letter handling costs a micro-batch, against the hand-written job.
 
     python bench/bench_inlet_decode.py [--records 20000] [--per-batch 100] [--rounds 4]
-                                       [--variants hand-written,every-field,required-field,no-check]
+                                       [--variants hand-written,inlet,inlet-every-field,no-count,no-check]
 
 One Kafka broker (started here) and one SparkSession. `--records` flight events (bench/flight_workload,
 Avro, 12 fields) are produced once to a 2-partition topic; each variant then maps all of them to a
@@ -10,12 +10,14 @@ micro-batches of `--per-batch` records (`maxOffsetsPerTrigger`, Trigger.Availabl
 make the per-batch cost of the plan (optimizer, code generation, task launch) show. Variants:
 
 - hand-written: from_avro (FAILFAST), as bench_latency's and bench_map's hand-written job;
-- required-field: the streamlet inlet's decode (streamlets.runtime.codec.decode_value, PERMISSIVE),
-  its malformed records filtered out: as a streamlet reads an inlet with error handling
-  "dead-letter" (the default);
-- every-field: the same, malformed told by checking every field for null (what decode_value did
-  before stop 52; the schema has required fields, so one is enough);
-- no-check: PERMISSIVE decode and no filter: what the decode costs without telling malformed values.
+- inlet: what a streamlet's inlet with error handling "dead-letter" (the default) does
+  (StreamletContext.read_stream): decode_value (PERMISSIVE, a malformed value told by a field that
+  cannot be null), then deadletter.counted_records (both counted in an observed metric,
+  Dataset.observe, and the malformed ones filtered out);
+- inlet-every-field: the same, malformed told by every field being null (decode_value before
+  stop 52);
+- no-count: the inlet's decode and filter without the observed metric;
+- no-check: PERMISSIVE decode, no filter and no count: what the decode costs by itself.
 
 Measured per variant: wall seconds and the driver JVM's CPU seconds per micro-batch (local mode:
 tasks included), and the medians of Spark's `durationMs` phases. The first round warms the JVM and
@@ -44,7 +46,7 @@ if str(HERE) not in sys.path:
 from bench_latency import cpu_seconds, round_order  # noqa: E402
 from flight_workload import FLIGHT_EVENT, KEY_FIELD, encode_mapped, flight_record, spark_map  # noqa: E402
 
-VARIANTS = ("hand-written", "every-field", "required-field", "no-check")
+VARIANTS = ("hand-written", "inlet", "inlet-every-field", "no-count", "no-check")
 PHASES = ("triggerExecution", "queryPlanning", "addBatch")
 
 
@@ -73,17 +75,20 @@ def decoded(src: Any, variant: str) -> Any:
     from pyspark.sql.avro.functions import from_avro
 
     from streamlets.runtime.codec import MALFORMED, RECORD, decode_value, record_columns, sql_name
+    from streamlets.runtime.deadletter import counted_records
     from streamlets.schema import AvroSchema
 
     if variant == "hand-written":
         return src.select(from_avro(F.col("value"), json.dumps(FLIGHT_EVENT)).alias("r")).select("r.*")
     schema = AvroSchema.load(FLIGHT_EVENT)
     df = decode_value(src, schema, permissive=True)
-    if variant == "every-field":
+    if variant == "inlet-every-field":
         record = sql_name(RECORD)
         every = " AND ".join(f"{record}.{sql_name(n)} IS NULL" for n in schema.field_names)
         df = df.withColumn(MALFORMED, F.expr(f"value IS NULL OR {record} IS NULL OR ({every})"))
-    elif variant == "no-check":
+    if variant.startswith("inlet"):
+        return record_columns(counted_records(df, "in"), schema)
+    if variant == "no-check":
         df = df.withColumn(MALFORMED, F.lit(False))  # the optimizer drops the filter
     return record_columns(df.where(~F.col(MALFORMED)), schema)
 

@@ -7,9 +7,9 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from .codec import MALFORMED, check_logical_types, decode_value, encode_outlet, record_columns
+from .codec import check_logical_types, decode_value, encode_outlet, record_columns
 from ..config import StreamletConfig
-from .deadletter import DeadLetterWriter, InletRead, observation_name
+from .deadletter import DeadLetterWriter, InletRead, counted_records
 from .exactly_once import EXACTLY_ONCE, delivery_for, transactional_stream_writer
 from . import progress_tracking
 from .. import schema_registry
@@ -169,12 +169,8 @@ class StreamletContext:
         self._inlet_reads.append(InletRead(self.name, inlet.name, topic, inlet.schema, writer_schema,
                                            inlet.check_trailing_bytes, registry))
         decoded = decode_value(raw, inlet.schema, permissive=True, writer=writer_schema,
-                               check_trailing_bytes=inlet.check_trailing_bytes, where=where, registry=registry).observe(
-            observation_name(inlet.name),
-            F.count(F.lit(1)).alias("records"),
-            F.sum(F.col(MALFORMED).cast("long")).alias("malformed"),
-        )
-        return record_columns(decoded.where(~F.col(MALFORMED)), inlet.schema)
+                               check_trailing_bytes=inlet.check_trailing_bytes, where=where, registry=registry)
+        return record_columns(counted_records(decoded, inlet.name), inlet.schema)
 
     def initial_state(self, query_name: str, operator_id: int = 0) -> "DataFrame | None":
         """The imported state for query `query_name` (run config `initial_state`, a state export
