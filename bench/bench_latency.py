@@ -381,9 +381,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tick-ms", type=float, default=TICK_SECONDS * 1000,
                         help=f"the producer sends what is due every this many ms (default {TICK_SECONDS * 1000:g}; each tick is a produce "
                              "request, and 1 ms ticks cost the broker a core's worth of CPU on two cores)")
-    parser.add_argument("--warmup-seconds", type=float, default=15.0,
+    parser.add_argument("--warmup-seconds", type=float, default=60.0,
                         help="seconds of load, unmeasured, through each Spark variant before the measured rounds: "
-                             "the driver JVM's compiler warms up its code paths (default 15; 0: none)")
+                             "the driver JVM's compiler warms up its code paths (default 60: after 15 it kept getting faster "
+                             "for minutes; 0: none)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="run every variant, rate and hop count this many times, the variants' order rotated each "
                              "round; the ratios are per round and their median (default 1)")
