@@ -58,7 +58,10 @@ def required_field(schema: AvroSchema) -> str | None:
 
     Spark's from_avro in PERMISSIVE mode turns a malformed value into a record of nulls, and a
     well-formed value never decodes to a null in such a field: checking that one field tells the
-    two apart (decode_value), where checking every field made each micro-batch's plan bigger.
+    two apart (decode_value). Where Spark's optimizer pushes a filter on MALFORMED below the decode
+    (the dead-letter scan's), it inlines from_avro into it once per field checked: one field, one
+    copy, where checking every field decoded each value once per field (bench/README.md,
+    bench_inlet_decode.py).
     """
     for f in schema.schema["fields"]:
         t = f["type"]

@@ -111,3 +111,15 @@ def test_a_valid_value_at_the_ceiling_decodes_and_one_above_is_malformed(spark):
     above = varint(limit + 1) + b"x" * (limit + 1) + at[len(varint(limit)) + limit:]
     assert not fastavro_rejects(WIDE, at) and not fastavro_rejects(WIDE, above)
     assert decode(spark, WIDE, [at, above]) == [False, True]
+
+
+def test_the_dead_letter_scans_filter_decodes_a_value_twice_not_once_per_field(spark):
+    """The dead-letter scan (deadletter.DeadLetterWriter.scan) filters decode_value's output on
+    MALFORMED with nothing in between, so Spark's optimizer inlines from_avro into the filter once
+    per reference. The check reads one field that cannot be null (WIDE's `s`): two copies, where
+    checking every field for null made seven (one per field, one for the record)."""
+    df = spark.createDataFrame([(0, bytearray(varint(1) + b"a"))], "i int, value binary")
+    scan = decode_value(df, WIDE, permissive=True).where(F.col(MALFORMED)).drop(RECORD, MALFORMED)
+    plan = scan._jdf.queryExecution().optimizedPlan().toString()  # noqa: SLF001
+    assert plan.count("from_avro(") == 2
+    assert [r.i for r in scan.collect()] == [0]  # a truncated value: malformed, found by the scan
