@@ -28,7 +28,6 @@ round and the medians, with the ratio to the hand-written job.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import statistics
@@ -44,25 +43,21 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from bench_latency import cpu_seconds, round_order  # noqa: E402
-from flight_workload import FLIGHT_EVENT, KEY_FIELD, encode_mapped, flight_record, spark_map  # noqa: E402
+from flight_workload import FLIGHT_EVENT, encode_mapped, encoded_flight, spark_map  # noqa: E402
 
 VARIANTS = ("hand-written", "inlet", "inlet-every-field", "no-count", "no-check")
 PHASES = ("triggerExecution", "queryPlanning", "addBatch")
 
 
 def produce(bootstrap: str, topic: str, n: int) -> None:
-    import fastavro
     from confluent_kafka import Producer
 
-    parsed = fastavro.parse_schema(FLIGHT_EVENT)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i in range(n):
-        rec = flight_record(i)
-        buf = io.BytesIO()
-        fastavro.schemaless_writer(buf, parsed, rec)
+        key, value = encoded_flight(i)
         while True:
             try:
-                producer.produce(topic, value=buf.getvalue(), key=rec[KEY_FIELD].encode())
+                producer.produce(topic, value=value, key=key)
                 break
             except BufferError:
                 producer.poll(0.01)

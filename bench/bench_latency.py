@@ -73,7 +73,7 @@ for p in (str(REPO), str(HERE)):
         sys.path.insert(0, p)
 
 import jfr_profile  # noqa: E402
-from flight_workload import FLIGHT_EVENT, KEY_FIELD, MAPPED_FLIGHT, Mapper, encode_mapped, flight_record, spark_map  # noqa: E402
+from flight_workload import FLIGHT_EVENT, KEY_FIELD, MAPPED_FLIGHT, Mapper, encode_mapped, encoded_flight, spark_map  # noqa: E402
 from quix_peer import quix_map  # noqa: E402
 from streamlets import AvroInlet, AvroOutlet, Streamlet  # noqa: E402
 from streamlets.trigger import DEFAULT_CHECKPOINT_INTERVAL  # noqa: E402
@@ -113,20 +113,10 @@ def default_master(hops: list[int], partitions: int) -> str:
 # --- producer and consumer processes ------------------------------------------------------------
 
 def _producer(bootstrap: str, topic: str, rate: int, seconds: float, start_index: int, out_q, tick: float) -> None:
-    import fastavro
     from confluent_kafka import Producer
 
-    parsed = fastavro.parse_schema(FLIGHT_EVENT)
-    import io
-
-    def encode(i: int) -> tuple[bytes, bytes]:
-        rec = flight_record(i)
-        buf = io.BytesIO()
-        fastavro.schemaless_writer(buf, parsed, rec)
-        return rec[KEY_FIELD].encode(), buf.getvalue()
-
     n = int(rate * seconds)
-    payloads = [encode(start_index + i) for i in range(n)]  # encoded before the clock starts
+    payloads = [encoded_flight(start_index + i) for i in range(n)]  # encoded before the clock starts
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1})
     # The topic's metadata before the clock starts (the benchmark's single broker is also the
     # partitions' leader): otherwise the first records wait for it in the producer, and the first

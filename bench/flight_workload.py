@@ -88,6 +88,25 @@ def flight_record(i: int) -> dict[str, Any]:
     }
 
 
+def encoded_flight(i: int) -> tuple[bytes, bytes]:
+    """Record `i` as a Kafka message: (key: its flight_id, UTF-8; value: its Avro binary encoding
+    in FLIGHT_EVENT, fastavro's schemaless writer)."""
+    import io
+
+    import fastavro
+
+    global _PARSED
+    if _PARSED is None:
+        _PARSED = fastavro.parse_schema(FLIGHT_EVENT)
+    rec = flight_record(i)
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, _PARSED, rec)
+    return rec[KEY_FIELD].encode(), buf.getvalue()
+
+
+_PARSED: Any = None  # FLIGHT_EVENT parsed by fastavro, on first use
+
+
 def record_index(flight_id: str) -> int:
     return int(flight_id.rsplit("-", 1)[1])
 
