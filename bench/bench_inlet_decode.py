@@ -43,7 +43,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from bench_latency import cpu_seconds, round_order  # noqa: E402
-from flight_workload import FLIGHT_EVENT, encode_mapped, encoded_flight, spark_map  # noqa: E402
+from flight_workload import FLIGHT_EVENT, encode_mapped, encoded_flight, send, spark_map  # noqa: E402
 
 VARIANTS = ("hand-written", "inlet", "inlet-every-field", "no-count", "no-check")
 PHASES = ("triggerExecution", "queryPlanning", "addBatch")
@@ -54,13 +54,7 @@ def produce(bootstrap: str, topic: str, n: int) -> None:
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i in range(n):
-        key, value = encoded_flight(i)
-        while True:
-            try:
-                producer.produce(topic, value=value, key=key)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        send(producer, topic, *encoded_flight(i))
     producer.flush(60)
 
 

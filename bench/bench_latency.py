@@ -73,7 +73,7 @@ for p in (str(REPO), str(HERE)):
         sys.path.insert(0, p)
 
 import jfr_profile  # noqa: E402
-from flight_workload import FLIGHT_EVENT, KEY_FIELD, MAPPED_FLIGHT, Mapper, encode_mapped, encoded_flight, spark_map  # noqa: E402
+from flight_workload import FLIGHT_EVENT, KEY_FIELD, MAPPED_FLIGHT, Mapper, encode_mapped, encoded_flight, send, spark_map  # noqa: E402
 from quix_peer import quix_map  # noqa: E402
 from streamlets import AvroInlet, AvroOutlet, Streamlet  # noqa: E402
 from streamlets.trigger import DEFAULT_CHECKPOINT_INTERVAL  # noqa: E402
@@ -130,12 +130,7 @@ def _producer(bootstrap: str, topic: str, rate: int, seconds: float, start_index
         while i < due:
             key, value = payloads[i]
             sent[i] = time.time()
-            while True:
-                try:
-                    producer.produce(topic, value=value, key=key)
-                    break
-                except BufferError:
-                    producer.poll(0.001)
+            send(producer, topic, key, value)
             i += 1
         producer.poll(0)
         time.sleep(tick)

@@ -107,6 +107,17 @@ def encoded_flight(i: int) -> tuple[bytes, bytes]:
 _PARSED: Any = None  # FLIGHT_EVENT parsed by fastavro, on first use
 
 
+def send(producer: Any, topic: str, key: bytes, value: bytes) -> None:
+    """confluent-kafka `producer.produce` of one message, serving delivery reports (poll, 1 ms)
+    while its local queue is full (BufferError) until it takes the message."""
+    while True:
+        try:
+            producer.produce(topic, value=value, key=key)
+            return
+        except BufferError:
+            producer.poll(0.001)
+
+
 def record_index(flight_id: str) -> int:
     return int(flight_id.rsplit("-", 1)[1])
 
