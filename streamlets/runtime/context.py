@@ -242,10 +242,9 @@ class StreamletContext:
                              "(Spark's noop sink)", outlet.name, query_name)
             return self._start(encoded.writeStream.format("noop").outputMode(mode), query_name, discard=True)
         if delivery_for(self.run.delivery, self.transport, self.run.dry_run, real_time=real_time) == EXACTLY_ONCE:
-            writer = transactional_stream_writer(self, encoded, self.topic(outlet), query_name)
-        else:
-            writer = self.transport.write_stream(encoded, self.topic(outlet))
-        return self.start_query(writer.outputMode(mode), query_name)
+            with transactional_stream_writer(self, encoded, self.topic(outlet), query_name) as writer:
+                return self.start_query(writer.outputMode(mode), query_name)
+        return self.start_query(self.transport.write_stream(encoded, self.topic(outlet)).outputMode(mode), query_name)
 
     def start_query(self, writer: "DataStreamWriter", query_name: str) -> "StreamingQuery":
         """Start any query (file sinks, foreachBatch...) with the streamlet's checkpoint, trigger,

@@ -44,10 +44,12 @@ replayed): keep `spark.speculation` off (Spark's default) for these queries.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import uuid
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..kafka_logging import client_config
@@ -140,17 +142,20 @@ def delivery_for(run_delivery: str | None, transport: Any, dry_run: bool = False
     return run_delivery or str(DELIVERY.default)
 
 
-def transactional_stream_writer(ctx: Any, encoded: "DataFrame", topic: str, query_name: str) -> "DataStreamWriter":
+@contextlib.contextmanager
+def transactional_stream_writer(ctx: Any, encoded: "DataFrame", topic: str, query_name: str) -> Iterator["DataStreamWriter"]:
     """`encoded.writeStream` through the `streamlets-kafka-eos` sink to `topic`, for
-    context.write_stream: `encoded` has columns key (string or null) and value (binary), as
-    codec.encode_outlet builds them. Its options: the transport's `kafka.*` client settings
-    (bootstrap servers, security; the consumer-only ones are left out by the sink), the
-    transactional id prefix, the ledger topic (created here when missing) and the query's
-    checkpoint (for the batches' fingerprints). The sink's committer is opened here, in the
-    background (EosKafkaSink.prepare: its driver producer's initTransactions, the ledger read, the
-    fencing of the ids an earlier run used), so its start overlaps Spark's start of the query
-    instead of delaying the first batch. ExactlyOnceError when the sink's jar is not on the
-    session's class path (no JDK could build it: runtime.eos_jar)."""
+    context.write_stream, as a context manager around the query's start: `encoded` has columns
+    key (string or null) and value (binary), as codec.encode_outlet builds them. Its options: the
+    transport's `kafka.*` client settings (bootstrap servers, security; the consumer-only ones are
+    left out by the sink), the transactional id prefix, the ledger topic (created here when
+    missing) and the query's checkpoint (for the batches' fingerprints). The sink's committer is
+    opened on entry, in the background (EosKafkaSink.prepare: its driver producer's
+    initTransactions, the ledger read, the fencing of the ids an earlier run used), so its start
+    overlaps Spark's start of the query instead of delaying the first batch; when the block raises
+    (the query did not start), that committer is closed again (EosKafkaSink.discardPrepared) and
+    the error goes on. ExactlyOnceError when the sink's jar is not on the session's class path (no
+    JDK could build it: runtime.eos_jar)."""
     from .eos_jar import FORMAT, PROVIDER_CLASS
 
     jvm = getattr(ctx.spark, "_jvm", None)
@@ -167,13 +172,25 @@ def transactional_stream_writer(ctx: Any, encoded: "DataFrame", topic: str, quer
     ensure_ledger(ctx.transport.connection, ctx.app_id)
     options = sink_options(ctx.transport, app_id=ctx.app_id, streamlet=ctx.name, query=query_name, topic=topic,
                            checkpoint=ctx.checkpoint_location(query_name))
-    if jvm is not None:  # the committer opens now, in the background, while Spark starts the query
+    sink = functools.reduce(getattr, PROVIDER_CLASS.split("."), jvm) if jvm is not None else None
+    prepared = False
+    if sink is not None:  # the committer opens now, in the background, while Spark starts the query
         try:
-            functools.reduce(getattr, PROVIDER_CLASS.split("."), jvm).prepare(options)
+            sink.prepare(options)
+            prepared = True
         except Exception as e:  # only a head start: the query's first batch opens it then
             log.warning("streamlet %r, query %s: the exactly-once sink's committer opens with the first batch "
                         "(not ahead of it: %s)", ctx.name, query_name, type(e).__name__)
-    return encoded.select("key", "value").writeStream.format(FORMAT).options(**options)
+    try:
+        yield encoded.select("key", "value").writeStream.format(FORMAT).options(**options)
+    except BaseException:
+        if sink is not None and prepared:  # no query takes it: its driver producer would stay open
+            try:
+                sink.discardPrepared(options)
+            except Exception as e:  # the start's error is the one to report
+                log.warning("streamlet %r, query %s: the committer prepared for the query could not be closed "
+                            "(%s)", ctx.name, query_name, type(e).__name__)
+        raise
 
 
 def sink_options(transport: Any, *, app_id: str, streamlet: str, query: str, topic: str,

@@ -153,3 +153,43 @@ def test_a_newer_driver_fences_the_older_one(spark, kafka_broker, tmp_path):
     finally:
         zombie.stop()
     assert values(bootstrap, topic) == list(range(20))
+
+
+def producer_client_ids(spark) -> set[str]:
+    """The client ids of the Kafka producers open in the driver's JVM: each runs its network thread
+    `kafka-producer-network-thread | <client id>` from creation to close (kafka-clients' Sender)."""
+    prefix = "kafka-producer-network-thread | "
+    names = [str(t.getName()) for t in spark._jvm.java.lang.Thread.getAllStackTraces().keySet()]
+    return {name[len(prefix):] for name in names if name.startswith(prefix)}
+
+
+def test_a_query_that_fails_to_start_leaves_no_committer_open(spark, kafka_broker, tmp_path):
+    """The committer opened ahead of a query (EosKafkaSink.prepare) is closed when the query fails
+    to start (EosKafkaSink.discardPrepared): its driver producer does not stay open."""
+    from types import SimpleNamespace
+
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    from streamlets.runtime.exactly_once import transactional_stream_writer
+    from support.waiting import wait_until
+
+    bootstrap = kafka_broker.bootstrap_servers
+    app = f"eo-{uuid.uuid4().hex[:8]}"
+    topic = f"{app}.out"
+    create_topics(bootstrap, [(topic, 1, {})])
+    checkpoint = str(tmp_path / "checkpoint")
+    ctx = SimpleNamespace(spark=spark, name="s", app_id=app, transport=KafkaTransport(bootstrap),
+                          checkpoint_location=lambda query: checkpoint)
+    encoded = spark.readStream.format("rate").load().select(
+        F.col("value").cast("string").alias("key"), F.encode(F.col("value").cast("string"), "utf-8").alias("value"))
+    driver_producer = f"producer-{transactional_id(app, 's', 'out')}"  # kafka-clients' client id of a transactional.id
+
+    with pytest.raises(AnalysisException, match="STREAMING_OUTPUT_MODE"):
+        with transactional_stream_writer(ctx, encoded, topic, "out") as writer:
+            wait_until(lambda: driver_producer in producer_client_ids(spark), timeout=60,
+                       what="the prepared committer's driver producer")
+            # no aggregation: Spark refuses complete mode when the query starts
+            writer.outputMode("complete").option("checkpointLocation", checkpoint).start()
+    wait_until(lambda: driver_producer not in producer_client_ids(spark), timeout=60,
+               what="the prepared committer's driver producer closed")

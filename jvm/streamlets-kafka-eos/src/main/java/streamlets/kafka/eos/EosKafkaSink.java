@@ -256,6 +256,24 @@ public final class EosKafkaSink implements TableProvider, DataSourceRegister {
         t.start();
     }
 
+    /**
+     * Close the committer {@link #prepare} opened for exactly these options, unless a query took it:
+     * the Python runtime calls this when the query it was prepared for fails to start, so that no
+     * driver producer stays open for it. One prepared for other options (a newer prepare of the
+     * prefix) is kept.
+     */
+    public static void discardPrepared(Map<String, String> options) {
+        Map<String, String> copy = Map.copyOf(options);
+        PREPARED.computeIfPresent(preparedKey(committerClass(copy), required(copy, "transactional.id.prefix")),
+                (key, prepared) -> {
+                    if (!prepared.options().equals(copy)) {
+                        return prepared;
+                    }
+                    prepared.discard();
+                    return null;
+                });
+    }
+
     /** Option "committer": the EosCommitter class (LedgerCommitter by default). */
     private static String committerClass(Map<String, String> options) {
         return options.getOrDefault("committer", LedgerCommitter.class.getName());
