@@ -33,7 +33,7 @@ from rich.table import Table
 
 from ..deploy.build import render_application
 from ..deploy.cluster import ApplicationNotFound, Cluster
-from ..deploy.crd import GROUP
+from ..deploy.crd import GROUP, REQUEST_TIMEOUT_MAX, RESULT_GRACE_SECONDS
 from ..deploy.spec import ApplicationSpec, AutoscalingSpec, Scale, StreamletSpec
 from ..scopes import AUTOSCALING, CONFIG_PARAMETERS, KUBERNETES, SPARK, parse_scope, spark_text
 from streamlets.autoscale import AutoscaleSettingsError
@@ -264,7 +264,8 @@ def _configure(spec: ApplicationSpec, e, app_name: str) -> str:
 def _command(cluster: "Cluster", app_name: str, command: str, target: str | None, args: dict[str, str],
              timeout: float) -> list[dict]:
     """Ask the operator to send a control-stream command (annotation) and wait for its results in
-    status.commands; Refused if none arrive within `timeout` seconds."""
+    status.commands: the streamlets have `timeout` seconds to answer (the operator records
+    `no-answer` for the others then); Refused if no results arrive RESULT_GRACE_SECONDS after that."""
     import time
     import uuid
 
@@ -272,16 +273,16 @@ def _command(cluster: "Cluster", app_name: str, command: str, target: str | None
     names = [s.name for s in spec.streamlets]
     if target is not None:
         _streamlet(spec, target, app_name)
-    request = {"id": uuid.uuid4().hex, "command": command, "target": target, "args": args}
+    request = {"id": uuid.uuid4().hex, "command": command, "target": target, "args": args, "timeout": timeout}
     cluster.request(app_name, request)
     expected = {target} if target else set(names)
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + timeout + RESULT_GRACE_SECONDS
     while time.monotonic() < deadline:
         entries = [e for e in (cluster.get(app_name).get("status") or {}).get("commands") or [] if e.get("id") == request["id"]]
         if {e["streamlet"] for e in entries} >= expected:
             return entries
         time.sleep(1)
-    raise Refused(f"no result for {command} within {timeout:.0f} s: is the operator running? "
+    raise Refused(f"no result for {command} within {timeout + RESULT_GRACE_SECONDS:.0f} s: is the operator running? "
                   f"(kubectl describe sapp {app_name} shows its events)")
 
 
@@ -299,7 +300,8 @@ def _print_results(entries: list[dict]) -> int:
     return EXIT_SOUND if all(e["status"] == "ok" for e in entries) else EXIT_PROBLEMS
 
 
-TIMEOUT = typer.Option(180.0, "--timeout", help="seconds to wait for the results")
+TIMEOUT = typer.Option(120.0, "--timeout", min=1, max=REQUEST_TIMEOUT_MAX,
+                       help="seconds the streamlets have to answer; a silent one is reported no-answer")
 
 
 @app.command()

@@ -19,8 +19,14 @@ KIND = "StreamletApplication"
 PLURAL = "streamletapplications"
 SHORT_NAME = "sapp"
 # A command asked of the operator (`kubectl streamlets savepoint|state|control`): JSON with id,
-# command, target, args; the operator answers in status.commands (operator/streamlets_operator/commands.py).
+# command, target, args and optionally timeout (the seconds the streamlets have to answer, at most
+# REQUEST_TIMEOUT_MAX; the operator's STREAMLETS_COMMAND_TIMEOUT when absent); the operator answers in
+# status.commands (operator/streamlets_operator/commands.py), `no-answer` for a streamlet silent that long.
 REQUEST_ANNOTATION = f"commands.{GROUP}/request"
+REQUEST_TIMEOUT_MAX = 3600.0
+# Seconds a requester waits for status.commands beyond the request's timeout: the operator's send
+# and its status patch.
+RESULT_GRACE_SECONDS = 30.0
 
 _FILE = f"{GROUP}_{PLURAL}.yaml"
 _PACKAGE = Path(__file__).resolve().parent.parent  # the blueprint package

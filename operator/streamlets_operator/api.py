@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import kopf
 from pydantic import ValidationError
 
-from blueprint.deploy.crd import GROUP, PLURAL, REQUEST_ANNOTATION, VERSION
+from blueprint.deploy.crd import GROUP, PLURAL, REQUEST_ANNOTATION, RESULT_GRACE_SECONDS, VERSION
 from blueprint.deploy.spec import ApplicationSpec
 from blueprint.ops.backend import BadRequest, Forbidden, NotFound, OpsError, Unauthorized
 from blueprint.ops.deadletters import recent_dead_letters
@@ -106,7 +106,7 @@ class OperatorBackend:
                  scrape_timeout: float = SCRAPE_TIMEOUT) -> None:
         self.namespaces = namespaces
         # the operator sends and waits up to commands.TIMEOUT; then it writes the status
-        self.command_timeout = command_timeout if command_timeout is not None else commands.TIMEOUT + 30
+        self.command_timeout = command_timeout if command_timeout is not None else commands.TIMEOUT + RESULT_GRACE_SECONDS
         self.scrape_timeout = scrape_timeout
         self.rates = RateTracker()
         self._lock = threading.Lock()

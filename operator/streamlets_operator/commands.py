@@ -14,7 +14,7 @@ import os
 import uuid
 from typing import Any
 
-from blueprint.deploy.crd import REQUEST_ANNOTATION  # noqa: F401  (the CRD contract's one home)
+from blueprint.deploy.crd import REQUEST_ANNOTATION, REQUEST_TIMEOUT_MAX  # the CRD contract's one home
 from blueprint.deploy.spec import ApplicationSpec
 from streamlets.errors import StreamletError
 from streamlets.kafka_security import KafkaConnection
@@ -32,9 +32,10 @@ class RequestError(StreamletError, ValueError):
 
 
 def parse_request(text: str) -> dict[str, Any]:
-    """The command request annotation's JSON as `{id, command, target, args}` (a new id if none is given; args
-    as strings); RequestError, naming the annotation, for text that is not JSON, an unknown command or args
-    that are not an object."""
+    """The command request annotation's JSON as `{id, command, target, args, timeout}` (a new id if none is
+    given; args as strings; timeout: the seconds the streamlets have to answer, TIMEOUT when absent);
+    RequestError, naming the annotation, for text that is not JSON, an unknown command, args that are
+    not an object or a timeout that is not a number of seconds in (0, REQUEST_TIMEOUT_MAX]."""
     from streamlets.runtime.control import COMMANDS
 
     try:
@@ -46,8 +47,13 @@ def parse_request(text: str) -> dict[str, Any]:
     args = request.get("args") or {}
     if not isinstance(args, dict):
         raise RequestError(f"annotation {REQUEST_ANNOTATION}: args must be an object of strings")
+    timeout = request.get("timeout", TIMEOUT)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= REQUEST_TIMEOUT_MAX:
+        raise RequestError(f"annotation {REQUEST_ANNOTATION}: timeout must be a number of seconds, more than 0 "
+                           f"and at most {REQUEST_TIMEOUT_MAX:.0f}, not {timeout!r}")
     return {"id": str(request.get("id") or uuid.uuid4().hex), "command": request["command"],
-            "target": request.get("target"), "args": {str(k): str(v) for k, v in args.items()}}
+            "target": request.get("target"), "args": {str(k): str(v) for k, v in args.items()},
+            "timeout": float(timeout)}
 
 
 def now() -> str:

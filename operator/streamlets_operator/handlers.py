@@ -250,13 +250,16 @@ def _savepoint_before_upgrade(app: dict[str, Any], rendered: dict[str, Any], pat
 @kopf.on.field(GROUP, VERSION, PLURAL, field=("metadata", "annotations", commands.REQUEST_ANNOTATION))
 def on_command(body: kopf.Body, new: Any, patch: kopf.Patch, logger: logging.Logger, **_: Any) -> None:
     """A command asked through the annotation (kubectl streamlets savepoint|state): sent on the
-    control stream; each streamlet's result goes to status.commands (and status.savepoints)."""
+    control stream; each streamlet's result goes to status.commands (and status.savepoints), within
+    the request's timeout (kopf handles one change of the application at a time, so a change made
+    meanwhile waits for it)."""
     if not new:
         return
     app = plain(body)
     try:
         request = commands.parse_request(new)
-        entries = commands.send(app["spec"], request, kafka=_kafka(app, render.typed(app["spec"])))
+        entries = commands.send(app["spec"], request, timeout=request["timeout"],
+                                kafka=_kafka(app, render.typed(app["spec"])))
     except Exception as e:  # a bad request or Kafka trouble: said once, never re-sent by a retry
         status.event(app, "CommandRefused", f"{type(e).__name__}: {e}" if not isinstance(e, commands.RequestError)
                      else str(e), warning=True)

@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from support.waiting import wait_until
+
 GROUP, VERSION, PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
 
 
@@ -101,7 +103,9 @@ def test_rbac_is_enforced(kube, kube_namespace):
                  check=True)
     kube.kubectl("create", "rolebinding", "operator-reads-pods", "--role=pod-reader",
                  f"--serviceaccount={kube_namespace}:operator", "-n", kube_namespace, check=True)
-    assert kube.kubectl("auth", "can-i", "list", "pods", "-n", kube_namespace, f"--as={sa}").stdout.strip() == "yes"
+    # the authorizer sees a new binding through its informer's cache, a moment after the create
+    wait_until(lambda: kube.kubectl("auth", "can-i", "list", "pods", "-n", kube_namespace, f"--as={sa}").stdout.strip()
+               == "yes", timeout=30, what="the rolebinding in force")
     assert kube.kubectl("auth", "can-i", "delete", "pods", "-n", kube_namespace, f"--as={sa}").stdout.strip() == "no"
 
 

@@ -24,6 +24,7 @@ import yaml
 from support.kube_operator import (CHART, GROUP, PLURAL, ROOT, SPARK, VERSION, LocalDriver, Operator, apply, as_mounted,
                                    claims, deployed, get_app, in_pod, local_mounts, resource, secrets, spark_apps,
                                    spark_submit_args)
+from support.waiting import wait_until
 
 pytestmark = [pytest.mark.k8s, pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -44,14 +45,11 @@ def operator(cluster, kube_namespace, tmp_path):
 # --- helpers ------------------------------------------------------------------------------------
 
 def wait_for(what: str, check, timeout: float = 60, interval: float = 0.25, op: Operator | None = None):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})" + (f"\noperator log:\n{op.tail()}" if op else ""))
+    """wait_until `check()` is truthy, with the operator's log on a timeout. A KeyError counts as not
+    yet: a changed SparkApplication is replaced (deleted, then created: kube.apply_spark_app), so a
+    poll may find it missing for a moment."""
+    return wait_until(check, timeout=timeout, what=what, interval=interval, retry_on=(KeyError,),
+                      on_timeout=(lambda: f"operator log:\n{op.tail()}") if op else None)
 
 
 def topic_names(ns: str) -> set[str]:
@@ -148,9 +146,11 @@ def test_deploy_update_scale_status_delete(api, cluster, operator, kube_namespac
         custom.patch_namespaced_custom_object_status(*SPARK, ns, "sparkapplications", sa["metadata"]["name"], {
             "status": {"driverInfo": {}, "applicationState": {"state": state}, "executorState": {f"{name}-exec-1": "RUNNING"},
                        "submissionAttempts": 2}})
-    app = wait_for("phase Degraded", lambda: (lambda a: a if a["status"].get("phase") == "Degraded" else None)(
+    # the timer may refresh the status while the states above are patched one by one: wait for all of them
+    app = wait_for("phase Degraded with 4/5 ready", lambda: (lambda a: a if a["status"].get("phase") == "Degraded"
+                                                             and a["status"]["ready"] == "4/5" else None)(
         get_app(custom, ns)), timeout=30, op=operator)
-    assert app["status"]["ready"] == "4/5" and app["status"]["streamlets"]["stats"]["restarts"] == 1
+    assert app["status"]["streamlets"]["stats"]["restarts"] == 1
     assert conditions(app)["Ready"]["reason"] == "StreamletsFailed" and "files" in conditions(app)["Ready"]["message"]
     custom.patch_namespaced_custom_object_status(*SPARK, ns, "sparkapplications", "flight-delays-files", {
         "status": {"driverInfo": {}, "applicationState": {"state": "RUNNING"}}})
@@ -191,11 +191,14 @@ def test_deploy_update_scale_status_delete(api, cluster, operator, kube_namespac
     assert {n: sa["metadata"]["resourceVersion"] for n, sa in after.items()} == \
         {n: sa["metadata"]["resourceVersion"] for n, sa in before.items() if n != "files"}
 
-    events = core.list_namespaced_event(ns, field_selector="involvedObject.name=flight-delays").items
-    reasons = [e.reason for e in events]
-    assert {"TopicsCreated", "ClaimCreated", "Deployed"} <= set(reasons), reasons
-    # create, config change, scale, removal: nothing for the status refreshes
-    assert reasons.count("Deployed") == 4, reasons
+    def reasons() -> list[str]:
+        return [e.reason for e in core.list_namespaced_event(ns, field_selector="involvedObject.name=flight-delays").items]
+
+    # create, config change, scale, removal: nothing for the status refreshes (kopf posts Events in
+    # the background, so the last may land after the status)
+    wait_for("4 Deployed Events", lambda: reasons().count("Deployed") >= 4, timeout=30, op=operator)
+    assert {"TopicsCreated", "ClaimCreated", "Deployed"} <= set(reasons()), reasons()
+    assert reasons().count("Deployed") == 4, reasons()
 
     # delete: the operator removes the children itself (no garbage collector here); topics stay
     custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "flight-delays")
@@ -428,7 +431,8 @@ def test_two_replicas_with_peering_one_handles_and_the_other_takes_over(api, clu
                  op=older)
         apply(custom, resource(built, ns))
         wait_for("deployed", lambda: deployed(custom, core, ns), op=newer)
-        time.sleep(3)
+        wait_for("the newer replica's log line", lambda: handled(newer) == 1, op=newer)  # written after the children
+        time.sleep(3)  # time for the older replica to (wrongly) handle it too
         assert (handled(newer), handled(older)) == (1, 0), (newer.tail(), older.tail())
         assert "Possibly conflicting operators" not in older.log.read_text() + newer.log.read_text()
 
@@ -499,7 +503,7 @@ def test_driver_runs_the_streamlet_with_the_spark_application_arguments(api, ope
                                       stderr=subprocess.STDOUT, cwd=tmp_path)
         received: list[dict] = []
         try:
-            deadline = time.monotonic() + 180
+            deadline = time.monotonic() + 240  # a cold driver JVM, as the other drivers here
             while time.monotonic() < deadline:
                 assert driver.poll() is None, f"the driver exited with {driver.returncode}:\n{log.read_text()[-3000:]}"
                 if len(received) >= expected:
@@ -589,9 +593,10 @@ def test_savepoint_state_restore_and_upgrade_through_the_operator(api, cluster, 
         # state of a stateless streamlet: an error result, exit status 1, the driver carries on
         dumped = plugin(cluster, "state", "flight-delays", "flights", "-n", ns)
         assert dumped.returncode == 1 and "holds no state" in dumped.stdout, dumped.stdout + dumped.stderr
-        # a streamlet that is not running: no answer (the timeout is the command's)
+        # a streamlet that is not running: no answer within the command's timeout, which the operator
+        # keeps to (it handles the next change of the application, the upgrade below, right after)
         quiet = plugin(cluster, "savepoint", "flight-delays", "-n", ns, "--streamlet", "stats", "--timeout", "10")
-        assert quiet.returncode != 0
+        assert quiet.returncode == 1 and "no-answer" in quiet.stdout, quiet.stdout + quiet.stderr
 
         # upgrade mode savepoint: a change to the running flights streamlet is preceded by a savepoint
         idx = streamlet_index(get_app(custom, ns), "flights")
@@ -621,10 +626,19 @@ def test_savepoint_state_restore_and_upgrade_through_the_operator(api, cluster, 
     assert restored.returncode == 0, restored.stdout + restored.stderr
     assert "with 2 state partitions" in restored.stdout
     # (upgrade mode savepoint: flights is not running now, so it upgrades with its last state)
-    wait_for("restoreFrom in the run config", lambda: sp["location"] in __import__("base64").b64decode(
+    # the Secret is written before the SparkApplication is replaced; the status of the new generation
+    # after both
+    wait_for("restoreFrom in the run config, deployed", lambda: (lambda a: a["status"].get("observedGeneration")
+                                                                 == a["metadata"]["generation"]
+                                                                 and conditions(a)["Deployed"]["status"] == "True")(
+        get_app(custom, ns)) and sp["location"] in __import__("base64").b64decode(
         secrets(core, ns)["flights"].data["run.json"]).decode(), timeout=90, op=operator)
-    reasons = [e.reason for e in core.list_namespaced_event(ns, field_selector="involvedObject.name=flight-delays").items]
-    assert {"SavepointTaken", "SavepointSkipped", "CommandDone"} <= set(reasons), reasons
+
+    def reasons() -> set[str]:  # kopf posts Events in the background
+        return {e.reason for e in core.list_namespaced_event(ns, field_selector="involvedObject.name=flight-delays").items}
+
+    wait_for("the savepoint and command Events", lambda: {"SavepointTaken", "SavepointSkipped", "CommandDone"} <= reasons(),
+             timeout=30, op=operator)
     second = LocalDriver(custom, core, ns, "flights", tmp_path / "pod", tmp_path / "driver-2.log")
     try:
         marker = Path(second.config.checkpoint_root.rstrip("/") + ".restored-from")

@@ -55,9 +55,11 @@ def test_the_operator_and_the_pods_reach_a_sasl_ssl_kafka_with_the_secrets_of_th
                                      ("kafka-user", "password", password)):
                 core.create_namespaced_secret(ns, {"metadata": {"name": name},
                                                    "data": {key: base64.b64encode(value.encode()).decode()}})
-            wait_until(lambda: set(spark_apps(custom, ns)) == STREAMLETS, timeout=90,
-                       what="the SparkApplications once the Secrets exist", on_timeout=op.tail)
-            assert topics_ready(custom, ns)["status"] == "True"
+            # kopf writes the status after the handler returns, so the SparkApplications (created within
+            # it) can exist a moment before TopicsReady turns True: wait for both
+            wait_until(lambda: set(spark_apps(custom, ns)) == STREAMLETS and topics_ready(custom, ns).get("status") == "True",
+                       timeout=90, what="the SparkApplications and TopicsReady True once the Secrets exist",
+                       on_timeout=op.tail)
 
             # the operator's admin client authenticated: the topics are on the secured broker
             from confluent_kafka.admin import AdminClient

@@ -262,7 +262,11 @@ def test_command_requests_and_savepoint_entries():
 
     req = commands.parse_request('{"command": "dump-state", "target": "stats", "args": {"format": "csv"}}')
     assert (req["command"], req["target"], req["args"]) == ("dump-state", "stats", {"format": "csv"}) and req["id"]
-    for bad, words in (("{nope", "not JSON"), ('{"command": "explode"}', "one of"), ('{"command": "ping", "args": [1]}', "args")):
+    assert req["timeout"] == commands.TIMEOUT  # the operator's own when the request names none
+    assert commands.parse_request('{"command": "savepoint", "timeout": 10}')["timeout"] == 10.0
+    for bad, words in (("{nope", "not JSON"), ('{"command": "explode"}', "one of"), ('{"command": "ping", "args": [1]}', "args"),
+                       *((f'{{"command": "ping", "timeout": {t}}}', "timeout must be a number of seconds")
+                         for t in ('"10"', "0", "-5", "3601", "true", "null"))):
         with pytest.raises(commands.RequestError, match=words):
             commands.parse_request(bad)
     entries = [{"id": "c1", "command": "savepoint", "streamlet": "stats", "status": "ok", "location": "/checkpoints/savepoints/a/stats/sp-1",
