@@ -172,21 +172,21 @@ def transactional_stream_writer(ctx: Any, encoded: "DataFrame", topic: str, quer
     ensure_ledger(ctx.transport.connection, ctx.app_id)
     options = sink_options(ctx.transport, app_id=ctx.app_id, streamlet=ctx.name, query=query_name, topic=topic,
                            checkpoint=ctx.checkpoint_location(query_name))
-    sink = functools.reduce(getattr, PROVIDER_CLASS.split("."), jvm) if jvm is not None else None
-    prepared = False
-    if sink is not None:  # the committer opens now, in the background, while Spark starts the query
+    prepared = None  # the sink's class, once its committer is opening
+    if jvm is not None:  # the committer opens now, in the background, while Spark starts the query
         try:
+            sink = functools.reduce(getattr, PROVIDER_CLASS.split("."), jvm)
             sink.prepare(options)
-            prepared = True
+            prepared = sink
         except Exception as e:  # only a head start: the query's first batch opens it then
             log.warning("streamlet %r, query %s: the exactly-once sink's committer opens with the first batch "
                         "(not ahead of it: %s)", ctx.name, query_name, type(e).__name__)
     try:
         yield encoded.select("key", "value").writeStream.format(FORMAT).options(**options)
     except BaseException:
-        if sink is not None and prepared:  # no query takes it: its driver producer would stay open
+        if prepared is not None:  # no query takes it: its driver producer would stay open
             try:
-                sink.discardPrepared(options)
+                prepared.discardPrepared(options)
             except Exception as e:  # the start's error is the one to report
                 log.warning("streamlet %r, query %s: the committer prepared for the query could not be closed "
                             "(%s)", ctx.name, query_name, type(e).__name__)

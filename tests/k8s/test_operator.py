@@ -52,6 +52,11 @@ def wait_for(what: str, check, timeout: float = 60, interval: float = 0.25, op: 
                       on_timeout=(lambda: f"operator log:\n{op.tail()}") if op else None)
 
 
+def event_reasons(core, ns: str) -> list[str]:
+    """The reasons of the application's Events, oldest first."""
+    return [e.reason for e in core.list_namespaced_event(ns, field_selector="involvedObject.name=flight-delays").items]
+
+
 def topic_names(ns: str) -> set[str]:
     return {t.replace("flight-delays.", f"{ns}.") for t in TOPICS}
 
@@ -191,14 +196,12 @@ def test_deploy_update_scale_status_delete(api, cluster, operator, kube_namespac
     assert {n: sa["metadata"]["resourceVersion"] for n, sa in after.items()} == \
         {n: sa["metadata"]["resourceVersion"] for n, sa in before.items() if n != "files"}
 
-    def reasons() -> list[str]:
-        return [e.reason for e in core.list_namespaced_event(ns, field_selector="involvedObject.name=flight-delays").items]
-
     # create, config change, scale, removal: nothing for the status refreshes (kopf posts Events in
     # the background, so the last may land after the status)
-    wait_for("4 Deployed Events", lambda: reasons().count("Deployed") >= 4, timeout=30, op=operator)
-    assert {"TopicsCreated", "ClaimCreated", "Deployed"} <= set(reasons()), reasons()
-    assert reasons().count("Deployed") == 4, reasons()
+    wait_for("4 Deployed Events", lambda: event_reasons(core, ns).count("Deployed") >= 4, timeout=30, op=operator)
+    reasons = event_reasons(core, ns)
+    assert {"TopicsCreated", "ClaimCreated", "Deployed"} <= set(reasons), reasons
+    assert reasons.count("Deployed") == 4, reasons
 
     # delete: the operator removes the children itself (no garbage collector here); topics stay
     custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "flight-delays")
@@ -633,12 +636,8 @@ def test_savepoint_state_restore_and_upgrade_through_the_operator(api, cluster, 
                                                                  and conditions(a)["Deployed"]["status"] == "True")(
         get_app(custom, ns)) and sp["location"] in __import__("base64").b64decode(
         secrets(core, ns)["flights"].data["run.json"]).decode(), timeout=90, op=operator)
-
-    def reasons() -> set[str]:  # kopf posts Events in the background
-        return {e.reason for e in core.list_namespaced_event(ns, field_selector="involvedObject.name=flight-delays").items}
-
-    wait_for("the savepoint and command Events", lambda: {"SavepointTaken", "SavepointSkipped", "CommandDone"} <= reasons(),
-             timeout=30, op=operator)
+    wait_for("the savepoint and command Events", lambda: {"SavepointTaken", "SavepointSkipped", "CommandDone"}
+             <= set(event_reasons(core, ns)), timeout=30, op=operator)  # kopf posts Events in the background
     second = LocalDriver(custom, core, ns, "flights", tmp_path / "pod", tmp_path / "driver-2.log")
     try:
         marker = Path(second.config.checkpoint_root.rstrip("/") + ".restored-from")
